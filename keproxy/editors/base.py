@@ -1,0 +1,157 @@
+"""The narrow interfaces of history editing: corrections in, an edited history out.
+
+A *correction* is a user turn that changes a fact stated earlier in the conversation (KEIC §2.3,
+the correction phase T_c). A *correction detector* finds corrections in a list of OpenAI chat messages;
+a *history editor* (KEIC §3: OTC, patch, and later Verification, Reiterate, Deletion) returns the
+messages keproxy forwards upstream, with a trace of every text edit it made.
+
+Messages are OpenAI chat messages (``{"role": ..., "content": ...}``). ``content`` may be a string or a
+list of content parts; editors only ever touch ``{"type": "text"}`` parts and leave everything else as is.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "Correction",
+    "CorrectionDetector",
+    "EditContext",
+    "HistoryEditResult",
+    "HistoryEditor",
+    "Message",
+    "TextEdit",
+    "message_text",
+    "replace_message_text",
+]
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Correction:
+    """One correction found in a user turn.
+
+    turn_index: index in ``messages`` of the user turn that states the correction.
+    old: the corrected span as the user quoted it ([O] in KEIC App. B.2), or None for a new-only
+        correction (templates 10-15, "Actually, ...") whose target the editor must locate.
+    new: the replacement text ([N]).
+    detector: name of the detector that found it ("template", "cue", ...).
+    confidence: in [0, 1].
+    template: KEIC template number 1-15 when a template matched, else None.
+    """
+
+    turn_index: int
+    old: str | None
+    new: str
+    detector: str
+    confidence: float
+    template: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """One span replaced in one earlier turn: ``before`` became ``after`` in ``messages[turn_index]``.
+
+    correction_turn: the turn index of the correction that caused the edit.
+    score: locator score in [0, 1] when the span was located (new-only corrections), else None.
+    """
+
+    turn_index: int
+    before: str
+    after: str
+    correction_turn: int
+    score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class HistoryEditResult:
+    """What a history editor returns: the messages to forward and the trace of what changed.
+
+    unresolved: corrections the editor could not apply (e.g. the old span occurs nowhere earlier).
+    upstream_calls: extra upstream calls the editor made (Reiterate, Deletion); 0 for patch/OTC.
+    """
+
+    messages: list[Message]
+    edits: list[TextEdit] = field(default_factory=list)
+    unresolved: list[Correction] = field(default_factory=list)
+    upstream_calls: int = 0
+
+
+@dataclass(frozen=True)
+class EditContext:
+    """Per-request facts an editor may need: the public model alias and the request id."""
+
+    alias: str = ""
+    request_id: str = ""
+
+
+@runtime_checkable
+class CorrectionDetector(Protocol):
+    """Finds corrections in user turns. Must never raise on any text."""
+
+    name: str
+
+    def detect(self, messages: Sequence[Mapping[str, Any]]) -> list[Correction]: ...
+
+
+@runtime_checkable
+class HistoryEditor(Protocol):
+    """Edits the history before it is forwarded (KEIC §3). Never mutates its input."""
+
+    name: str
+
+    async def edit(
+        self,
+        messages: Sequence[Message],
+        corrections: Sequence[Correction],
+        context: EditContext,
+    ) -> HistoryEditResult: ...
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text of a message: string content, or its text parts joined by newlines ("" when none)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def replace_message_text(message: Mapping[str, Any], old: str, new: str) -> tuple[Message, int]:
+    """A copy of ``message`` with every occurrence of ``old`` replaced by ``new`` in its text.
+
+    Returns (new message, number of replacements). Non-text content parts are kept untouched.
+    """
+    out: Message = copy.deepcopy(dict(message))
+    content = out.get("content")
+    if not old:
+        return out, 0
+    if isinstance(content, str):
+        count = content.count(old)
+        if count:
+            out["content"] = content.replace(old, new)
+        return out, count
+    count = 0
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                n = part["text"].count(old)
+                if n:
+                    part["text"] = part["text"].replace(old, new)
+                    count += n
+    return out, count
