@@ -1,0 +1,30 @@
+"""The ``otc`` history editor: One-Turn Correction (KEIC §3), the baseline that edits nothing.
+
+The user's correction turn stays in the history as the only update; the earlier turns, false fact
+included, are forwarded unchanged. Once a model edits its in-context knowledge the way people do, this
+suffices (KEIC §3, "Practicality and Key Takeaways").
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message
+
+__all__ = ["OTCEditor"]
+
+
+class OTCEditor:
+    """History editor "otc": returns a copy of the messages, no edits, nothing unresolved, no upstream call."""
+
+    name = "otc"
+
+    async def edit(
+        self,
+        messages: Sequence[Message],
+        corrections: Sequence[Correction],
+        context: EditContext,
+    ) -> HistoryEditResult:
+        """``messages`` unchanged (deep-copied, so callers may mutate the result)."""
+        return HistoryEditResult(messages=[copy.deepcopy(dict(m)) for m in messages])

