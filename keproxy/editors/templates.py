@@ -11,8 +11,21 @@ __all__ = ["CORRECTION_KEYWORDS", "TEMPLATES", "fill_template", "has_old_slot", 
 
 #: App. B.1: the 15 keywords used to mine correction utterances from DailyDialog.
 CORRECTION_KEYWORDS: tuple[str, ...] = (
-    "sorry", "error", "actual", "correct", "mistake", "mistook", "oops", "apologize",
-    "misunder", "underst", "clarif", "should be", "forget about", "forgot about", "wrong",
+    "sorry",
+    "error",
+    "actual",
+    "correct",
+    "mistake",
+    "mistook",
+    "oops",
+    "apologize",
+    "misunder",
+    "underst",
+    "clarif",
+    "should be",
+    "forget about",
+    "forgot about",
+    "wrong",
 )
 
 #: App. B.2, template number -> template text.

@@ -1,0 +1,223 @@
+"""The ``keproxy`` command line (typer).
+
+keproxy serve [--config FILE] [--port N] [--mock-response TEXT]     run the proxy
+keproxy transcripts export --format jsonl [--out FILE]             dump the transcript log
+keproxy replay keic --data FILE --strategy otc,patch ...           the KEIC replay (the main job)
+keproxy demo                                                        serve the local model + replay
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from keproxy.errors import ConfigError
+from keproxy.settings import Settings, load_settings
+
+__all__ = ["app"]
+
+app = typer.Typer(help="keproxy: an OpenAI-compatible proxy that makes conversations respect knowledge edits.",
+                  no_args_is_help=True, add_completion=False)  # fmt: skip
+transcripts_app = typer.Typer(help="The transcript log.", no_args_is_help=True)
+replay_app = typer.Typer(help="Replay benchmark dialogues through a running proxy.", no_args_is_help=True)
+app.add_typer(transcripts_app, name="transcripts")
+app.add_typer(replay_app, name="replay")
+
+console = Console(stderr=True)
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file.")]
+
+
+def _settings(config: Path | None, **overrides: object) -> Settings:
+    try:
+        return load_settings(config, **overrides)
+    except ConfigError as exc:
+        console.print(f"[red]error:[/red] {exc.message}")
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def serve(
+    config: ConfigOpt = None,
+    host: Annotated[str | None, typer.Option(help="Listen address.")] = None,
+    port: Annotated[int | None, typer.Option(help="Listen port.")] = None,
+    mock_response: Annotated[
+        str | None,
+        typer.Option("--mock-response", help="Answer every alias with this text via litellm's mock."),
+    ] = None,
+    default_strategy: Annotated[
+        str | None, typer.Option("--strategy", help="Default editing strategy.")
+    ] = None,
+    transcripts_db: Annotated[
+        Path | None, typer.Option("--transcripts", help="SQLite transcript file.")
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Folder for keproxy's databases and logs.")] = None,
+    log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error.")] = None,
+) -> None:
+    """Run the proxy. With no configured models it starts the embedded SmolLM2 model (no network)."""
+    import logging
+
+    import uvicorn
+
+    from keproxy.proxy.app import create_app
+
+    settings = _settings(
+        config, host=host, port=port, mock_response=mock_response, default_strategy=default_strategy,
+        transcripts_db=transcripts_db, data_dir=data_dir, log_level=log_level,
+    )  # fmt: skip
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        uvicorn.run(
+            create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
+        )
+    except ConfigError as exc:
+        console.print(f"[red]error:[/red] {exc.message}")
+        raise typer.Exit(2) from None
+
+
+@transcripts_app.command("export")
+def transcripts_export(
+    config: ConfigOpt = None,
+    transcripts_db: Annotated[
+        Path | None, typer.Option("--transcripts", help="SQLite transcript file.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Output format (jsonl).")] = "jsonl",
+    out: Annotated[Path | None, typer.Option(help="Output file; default stdout.")] = None,
+    since: Annotated[float | None, typer.Option(help="Only rows created at or after this unix time.")] = None,
+) -> None:
+    """Write every transcript row as one JSON object per line."""
+    import orjson
+
+    from keproxy.transcripts import SQLiteTranscriptStore
+
+    if fmt != "jsonl":
+        console.print(f"[red]error:[/red] unsupported format {fmt!r}; available: jsonl")
+        raise typer.Exit(2)
+    settings = _settings(config, transcripts_db=transcripts_db)
+    path = settings.transcripts_path
+    if not path.exists():
+        console.print(f"[red]error:[/red] no transcript log at {path}")
+        raise typer.Exit(2)
+    store = SQLiteTranscriptStore(path)
+    stream = out.open("wb") if out else sys.stdout.buffer
+    n = 0
+    try:
+        for transcript in store.iter_all(since=since):
+            stream.write(orjson.dumps(transcript.to_dict()) + b"\n")
+            n += 1
+    finally:
+        if out:
+            stream.close()
+    console.print(f"exported {n} transcripts from {path}")
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+@replay_app.command("keic")
+def replay_keic_cmd(
+    data: Annotated[Path, typer.Option(help="KEIC-format JSONL (keic-authored schema) or CoQA-layout file.")],
+    base_url: Annotated[str, typer.Option(help="Proxy root URL, e.g. http://127.0.0.1:8000.")],
+    model: Annotated[str, typer.Option(help="Model alias served by the proxy.")],
+    out: Annotated[Path, typer.Option(help="Output folder for summary.json and dialogues.csv.")],
+    strategy: Annotated[str, typer.Option(help="Comma-separated strategies.")] = "otc,patch",
+    templates: Annotated[str, typer.Option(help="Correction templates, e.g. 1-15 or 1-9,12.")] = "1-15",
+    arrangement: Annotated[
+        str, typer.Option(help="cba (Correct Before Asking) or cam (Correct After Mistake).")
+    ] = "cba",
+    limit: Annotated[int | None, typer.Option(help="Only the first N instances.")] = None,
+    variants: Annotated[int | None, typer.Option(help="Only the first K support_new variants.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight.")] = 1,
+    max_tokens: Annotated[int, typer.Option(help="max_tokens of the test-question answer.")] = 8,
+    api_key: Annotated[str, typer.Option(envvar="KEPROXY_API_KEY", help="Proxy API key.")] = "keproxy",
+) -> None:
+    """Replay KEIC dialogues (Fig. 3a) through the proxy; print CUR and update / no-update per strategy."""
+    from keproxy.editors.templates import parse_template_range
+    from keproxy.eval.replay import replay_keic
+    from keproxy.eval.report import print_summary
+
+    if arrangement not in ("cba", "cam"):
+        console.print(f"[red]error:[/red] --arrangement must be cba or cam, got {arrangement!r}")
+        raise typer.Exit(2)
+    try:
+        template_list = parse_template_range(templates)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] --templates: {exc}")
+        raise typer.Exit(2) from None
+    summary = replay_keic(
+        data_path=data, strategies=_csv(strategy), templates=template_list, arrangement=arrangement,
+        base_url=base_url, model=model, out_dir=out, limit=limit, variants=variants, api_key=api_key,
+        max_tokens=max_tokens, concurrency=concurrency,
+    )  # fmt: skip
+    print_summary(summary, Console())
+    console.print(f"wrote {out / 'summary.json'} and {out / 'dialogues.csv'}")
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"keproxy serve exited with code {process.returncode}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"keproxy serve did not become healthy within {timeout_s} s")
+
+
+@app.command()
+def demo(
+    data: Annotated[
+        Path | None, typer.Option(help="KEIC file; default: ../shared/data or the bundled sample.")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("demo-out"),
+    strategy: Annotated[str, typer.Option(help="Comma-separated strategies.")] = "otc,patch",
+    templates: Annotated[str, typer.Option(help="Correction templates.")] = "1-15",
+    limit: Annotated[int | None, typer.Option(help="Only the first N instances.")] = None,
+    variants: Annotated[int | None, typer.Option(help="Only the first K support_new variants.")] = None,
+    port: Annotated[int, typer.Option(help="Proxy port (0: a free one).")] = 0,
+    mock_response: Annotated[
+        str | None, typer.Option(help="Use litellm's mock instead of the local model.")
+    ] = None,
+) -> None:
+    """Start ``keproxy serve`` on the embedded model, replay the KEIC dev set with otc,patch, print the table."""
+    from keproxy.datasets import dataset_path
+    from keproxy.upstream.local import free_port
+
+    data = data or dataset_path("keic-authored")
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "keproxy", "serve", "--port", str(port), "--data-dir", str(out / "state"),
+           "--log-level", "warning"]  # fmt: skip
+    if mock_response is not None:
+        cmd += ["--mock-response", mock_response]
+    console.print(f"starting {' '.join(cmd)}")
+    process = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        _wait_healthy(url, process, timeout_s=300)
+        model = "demo" if mock_response is not None else load_settings().local_model.alias
+        console.print(f"replaying {data} through {url} (model {model})")
+        replay_keic_cmd(
+            data=data, base_url=url, model=model, out=out, strategy=strategy, templates=templates,
+            arrangement="cba", limit=limit, variants=variants, concurrency=2, max_tokens=8, api_key="keproxy",
+        )  # fmt: skip
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()

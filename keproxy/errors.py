@@ -1,0 +1,107 @@
+"""keproxy's exceptions and their mapping to OpenAI's error body.
+
+The tree::
+
+    KeproxyError                      500 "server_error"
+     ├── ConfigError                  (start-up only: bad settings, names the field)
+     ├── InvalidRequestError          400 "invalid_request_error"
+     │    └── ModelNotFoundError      404 "invalid_request_error", code "model_not_found"
+     ├── AuthenticationError          401 "authentication_error", code "invalid_api_key"
+     ├── NotFoundError                404 "invalid_request_error", code "not_found"
+     └── UpstreamError                502 "upstream_error" (the upstream failed or answered non-2xx)
+          └── UpstreamTimeoutError    504 "upstream_error", code "upstream_timeout"
+
+``error_body`` turns any of them into ``{"error": {"message", "type", "param", "code"}}``, the body OpenAI's
+API and SDKs use, and ``KeproxyError.status_code`` gives the HTTP status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AuthenticationError",
+    "ConfigError",
+    "InvalidRequestError",
+    "KeproxyError",
+    "ModelNotFoundError",
+    "NotFoundError",
+    "UpstreamError",
+    "UpstreamTimeoutError",
+    "error_body",
+]
+
+
+class KeproxyError(Exception):
+    """Base class; ``status_code``, ``error_type``, ``code`` and ``param`` feed the OpenAI error body."""
+
+    status_code: int = 500
+    error_type: str = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+
+class ConfigError(KeproxyError):
+    """Bad configuration, raised at start-up; the message names the offending field."""
+
+
+class InvalidRequestError(KeproxyError):
+    status_code = 400
+    error_type = "invalid_request_error"
+
+
+class ModelNotFoundError(InvalidRequestError):
+    status_code = 404
+    code = "model_not_found"
+
+
+class AuthenticationError(KeproxyError):
+    status_code = 401
+    error_type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class NotFoundError(KeproxyError):
+    status_code = 404
+    error_type = "invalid_request_error"
+    code = "not_found"
+
+
+class UpstreamError(KeproxyError):
+    """The upstream failed: connection error or a non-2xx answer (its status kept in ``upstream_status``)."""
+
+    status_code = 502
+    error_type = "upstream_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        upstream_status: int | None = None,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, param=param, code=code)
+        self.upstream_status = upstream_status
+
+
+class UpstreamTimeoutError(UpstreamError):
+    status_code = 504
+    code = "upstream_timeout"
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    """OpenAI's error body for ``exc``; exceptions outside the tree become a generic 500 body."""
+    if isinstance(exc, KeproxyError):
+        return {
+            "error": {"message": exc.message, "type": exc.error_type, "param": exc.param, "code": exc.code}
+        }
+    return {
+        "error": {"message": "internal server error", "type": "server_error", "param": None, "code": None}
+    }

@@ -1,0 +1,130 @@
+"""The FastAPI application: ``create_app(settings)``.
+
+Start-up (lifespan) builds, in order: the embedded local model server when no upstream is configured, the
+upstream router, the correction detector, the history editors and the transcript store; all live on
+``app.state`` and are closed on shutdown. Errors of keproxy's tree, request-validation errors and unknown
+routes all answer with OpenAI's error body.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from keproxy import __version__
+from keproxy.editors.detection import CompositeDetector, get_detector
+from keproxy.editors.registry import EditorRegistry
+from keproxy.errors import ConfigError, KeproxyError, error_body
+from keproxy.memory.embeddings import Embedder
+from keproxy.proxy.router import router
+from keproxy.proxy.serving import ChatService
+from keproxy.settings import ModelRoute, Settings
+from keproxy.transcripts import SQLiteTranscriptStore
+from keproxy.upstream import UpstreamRouter
+from keproxy.upstream.local import LocalModelServer
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger("keproxy")
+
+
+def _error_response(status: int, body: dict[str, object]) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def _openai_error(
+    message: str, error_type: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, object]:
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+
+
+def _build_detector(settings: Settings) -> CompositeDetector:
+    """The configured detectors combined in order; raises ConfigError on an unknown name."""
+    try:
+        detectors = [get_detector(name) for name in settings.detectors]
+    except KeyError as exc:
+        raise ConfigError(f"detectors: {exc.args[0]}") from None
+    return CompositeDetector(detectors)
+
+
+def _routes(settings: Settings, local: LocalModelServer | None) -> tuple[list[ModelRoute], ModelRoute | None]:
+    if settings.mock_response is not None:
+        mock = [r.model_copy(update={"mock_response": settings.mock_response}) for r in settings.models]
+        catch_all = ModelRoute(alias="*", model="openai/mock", mock_response=settings.mock_response,
+                               strategy=settings.default_strategy)  # fmt: skip
+        return mock, catch_all
+    if local is not None:
+        route = ModelRoute(
+            alias=settings.local_model.alias,
+            model=f"openai/{settings.local_model.alias}",
+            api_base=local.api_base,
+            transport="http",
+            strategy=settings.default_strategy,
+        )
+        return [route], None
+    return list(settings.models), None
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The keproxy ASGI app for ``settings``. Raises ConfigError at start-up on bad configuration."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        local = None
+        if settings.uses_local_model():
+            local = LocalModelServer(settings.local_model, log_path=settings.data_dir / "local-model.log")
+            logger.info("starting local model %s on %s", local.model_path.name, local.api_base)
+            await local.start()
+        routes, catch_all = _routes(settings, local)
+        upstreams = UpstreamRouter(routes, catch_all=catch_all)
+        embedder = Embedder.from_name_or_path(settings.embedding_model)
+        store = SQLiteTranscriptStore(settings.transcripts_path)
+        app.state.service = ChatService(
+            settings, upstreams, _build_detector(settings), EditorRegistry(embedder), store
+        )
+        try:
+            yield
+        finally:
+            await upstreams.aclose()
+            await store.aclose()
+            if local is not None:
+                await local.stop()
+
+    app = FastAPI(title="keproxy", version=__version__, lifespan=lifespan)
+    app.include_router(router)
+
+    @app.exception_handler(KeproxyError)
+    async def _keproxy_error(request: Request, exc: KeproxyError) -> Response:
+        return _error_response(exc.status_code, error_body(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+        param = ".".join(loc) or None
+        message = (
+            f"{param}: {first.get('msg', 'invalid request')}"
+            if param
+            else str(first.get("msg", "invalid request"))
+        )
+        return _error_response(400, _openai_error(message, "invalid_request_error", param=param))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return _error_response(exc.status_code, _openai_error(str(exc.detail), error_type))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        logger.exception("unhandled error on %s", request.url.path)
+        return _error_response(500, error_body(exc))
+
+    return app

