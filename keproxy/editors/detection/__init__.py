@@ -1,0 +1,47 @@
+"""Correction detection: which user turns correct an earlier fact, and what changes (old -> new).
+
+Detectors implement :class:`~keproxy.editors.base.CorrectionDetector` and return
+:class:`~keproxy.editors.base.Correction` values (KEIC §2.3: the correction phase T_c):
+
+- :class:`TemplateDetector` ("template") parses utterances filled from the 15 KEIC correction templates
+  (KEIC, App. B.2; :data:`keproxy.editors.templates.TEMPLATES`) with one anchored regex per template;
+- :class:`CueDetector` ("cue") finds free-form corrections from cue phrases, most of them built on the
+  App. B.1 mining keywords ("sorry", "oops", "wrong", "mistake", "actual", "correct", "should be", "forgot
+  about") plus contrastive frames ("Y, not X", "not X but Y", "I meant Y", "Make that Y");
+- :class:`CompositeDetector` ("composite") runs several detectors and keeps, per user turn, the most
+  confident non-conflicting corrections; :func:`default_detector` is template + cue.
+
+Each detector also has a pure per-utterance parser (:func:`parse_template`, :func:`parse_cues`, and the
+``parse`` method) that returns :class:`ParsedCorrection` values, with no turn index and no context.
+Detectors never raise on any text: utterances over a size cap are skipped (:data:`MAX_CUE_CHARS`,
+:data:`MAX_TEMPLATE_CHARS`) and every pattern is anchored or bounded, so matching stays polynomial.
+
+Modules: ``template_parser`` and ``cue_parser`` (pure per-utterance parsers), ``detectors`` (detectors
+over a message list and the name registry), ``parsed`` (their shared result type and size caps).
+"""
+
+from keproxy.editors.detection.cue_parser import parse_cues
+from keproxy.editors.detection.detectors import (
+    DETECTORS,
+    CompositeDetector,
+    CueDetector,
+    TemplateDetector,
+    default_detector,
+    get_detector,
+)
+from keproxy.editors.detection.parsed import MAX_CUE_CHARS, MAX_TEMPLATE_CHARS, ParsedCorrection
+from keproxy.editors.detection.template_parser import parse_template
+
+__all__ = [
+    "DETECTORS",
+    "MAX_CUE_CHARS",
+    "MAX_TEMPLATE_CHARS",
+    "CompositeDetector",
+    "CueDetector",
+    "ParsedCorrection",
+    "TemplateDetector",
+    "default_detector",
+    "get_detector",
+    "parse_cues",
+    "parse_template",
+]
