@@ -235,3 +235,39 @@ async def test_auth_when_keys_configured(tmp_path: Path) -> None:
     assert missing.json()["error"]["type"] == "authentication_error"
     assert right.status_code == 200
     assert health.status_code == 200
+
+
+class ProbeEditor:
+    """A third-party-style editor: asks the upstream once and appends the answer as a system note."""
+
+    name = "probe"
+
+    async def edit(self, messages, corrections, context):  # type: ignore[no-untyped-def]
+        from keproxy.editors.base import HistoryEditResult
+
+        answer = await context.upstream(messages[:1], purpose="probe", max_tokens=5)
+        note = {"role": "system", "content": answer["choices"][0]["message"]["content"]}
+        return HistoryEditResult(messages=[*messages, note])
+
+
+async def test_editor_upstream_calls_are_recorded(stub_client: httpx.AsyncClient) -> None:
+    from keproxy.editors.registry import EditorRegistry
+
+    service = stub_client.app.state.service  # type: ignore[attr-defined]
+    service.editors = EditorRegistry(extra={"probe": lambda embedder: ProbeEditor()})
+    messages = dialogue('Wrong. It\'s not "Her brother Tobias," but "Her cousin Lev"')
+    payload = {"model": "echo", "messages": messages, "temperature": 0.3, "keproxy": {"strategy": "probe"}}
+    resp = await stub_client.post("/v1/chat/completions", json=payload)
+    assert resp.status_code == 200, resp.text
+    row = await transcript(stub_client, resp.headers["x-keproxy-request-id"])
+    assert [c["purpose"] for c in row["editor_calls"]] == ["probe"]
+    probe_body = orjson.loads(row["forwarded_messages"][-1]["content"])
+    assert probe_body["messages"] == messages[:1]
+    assert probe_body["max_tokens"] == 5 and probe_body["temperature"] == 0.3  # client params kept
+    assert probe_body["stream"] is False
+
+    payload["model"] = "fail500"
+    failed = await stub_client.post("/v1/chat/completions", json=payload)
+    assert failed.status_code == 502
+    rows = [t for t in service.store.iter_all() if t.alias == "fail500"]
+    assert rows[-1].status == 502 and rows[-1].corrections

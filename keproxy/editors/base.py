@@ -24,6 +24,7 @@ __all__ = [
     "HistoryEditor",
     "Message",
     "TextEdit",
+    "UpstreamCaller",
     "message_text",
     "replace_message_text",
 ]
@@ -87,12 +88,25 @@ class HistoryEditResult:
     upstream_calls: int = 0
 
 
+class UpstreamCaller(Protocol):
+    """Calls the request's upstream once with ``messages`` (the client's other parameters kept, ``params``
+    overriding them, never streamed) and returns the ``chat.completion`` dict. ``purpose`` names the call
+    in the transcript ("reiterate", "verification", ...). Raises what ``Upstream.complete`` raises."""
+
+    async def __call__(
+        self, messages: Sequence[Message], *, purpose: str, **params: Any
+    ) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class EditContext:
-    """Per-request facts an editor may need: the public model alias and the request id."""
+    """Per-request facts an editor may need: the public model alias, the request id, and ``upstream``,
+    the caller for strategies that ask the model (Verification, Reiterate, LLM-backed Deletion); None
+    where no upstream is available (offline tools)."""
 
     alias: str = ""
     request_id: str = ""
+    upstream: UpstreamCaller | None = None
 
 
 @runtime_checkable

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from keproxy.editors.base import CorrectionDetector, EditContext, HistoryEditResult
+from keproxy.editors.base import CorrectionDetector, EditContext, HistoryEditResult, Message
 from keproxy.editors.registry import EditorRegistry
 from keproxy.errors import KeproxyError, error_body
 from keproxy.proxy.protocol import ChatCompletionRequest
@@ -24,7 +24,7 @@ from keproxy.settings import Settings
 from keproxy.transcripts import Transcript, TranscriptStore
 from keproxy.upstream import Upstream, UpstreamRouter
 
-__all__ = ["ChatService", "PreparedRequest", "assemble_stream", "new_request_id"]
+__all__ = ["ChatService", "PreparedRequest", "RecordingCaller", "assemble_stream", "new_request_id"]
 
 
 def new_request_id() -> str:
@@ -90,6 +90,23 @@ def _sse(data: dict[str, Any]) -> bytes:
 SSE_DONE = b"data: [DONE]\n\n"
 
 
+class RecordingCaller:
+    """The ``UpstreamCaller`` given to editors: calls ``upstream`` with the request's own parameters and
+    records each call (purpose, usage, latency in ms) in ``calls``."""
+
+    def __init__(self, upstream: Upstream, body: dict[str, Any]) -> None:
+        self._upstream = upstream
+        self._base = {k: v for k, v in body.items() if k not in ("messages", "stream", "stream_options", "n")}
+        self.calls: list[dict[str, Any]] = []
+
+    async def __call__(self, messages: Sequence[Message], *, purpose: str, **params: Any) -> dict[str, Any]:
+        body = {**self._base, **params, "messages": list(messages)}
+        t0 = time.perf_counter()
+        response = await self._upstream.complete(body)
+        self.calls.append({"purpose": purpose, "usage": response.get("usage"), "latency_ms": _ms(t0)})
+        return response
+
+
 class ChatService:
     """The pipeline, shared by all requests of one app (lives on ``app.state``)."""
 
@@ -112,8 +129,8 @@ class ChatService:
     async def prepare(self, request: ChatCompletionRequest, request_id: str) -> PreparedRequest:
         """Resolve the alias and strategy, detect corrections and edit the history.
 
-        Raises ModelNotFoundError (404) or InvalidRequestError (400, unknown strategy); nothing is logged
-        for requests rejected here.
+        Raises ModelNotFoundError (404) or InvalidRequestError (400, unknown strategy), with nothing logged;
+        or the KeproxyError of a failed editor upstream call, after logging the transcript.
         """
         started = time.perf_counter()
         route, upstream = self.router.resolve(request.model)
@@ -126,17 +143,6 @@ class ChatService:
 
         t0 = time.perf_counter()
         corrections = self.detector.detect(messages)
-        detect_ms = _ms(t0)
-        t0 = time.perf_counter()
-        if corrections:
-            result = await editor.edit(
-                messages, corrections, EditContext(alias=request.model, request_id=request_id)
-            )
-        else:
-            result = HistoryEditResult(messages=messages)
-        edit_ms = _ms(t0)
-        body["messages"] = result.messages
-
         transcript = Transcript(
             request_id=request_id,
             created=self._clock(),
@@ -144,12 +150,28 @@ class ChatService:
             strategy=strategy,
             stream=bool(request.stream),
             original_messages=messages,
-            forwarded_messages=result.messages,
             corrections=[c.to_dict() for c in corrections],
-            edits=[e.to_dict() for e in result.edits],
             upstream_model=upstream.name,
-            latency_ms={"detect": detect_ms, "edit": edit_ms},
+            latency_ms={"detect": _ms(t0)},
         )
+        t0 = time.perf_counter()
+        caller = RecordingCaller(upstream, body)
+        transcript.editor_calls = caller.calls
+        result = HistoryEditResult(messages=messages)
+        if corrections:
+            context = EditContext(alias=request.model, request_id=request_id, upstream=caller)
+            try:
+                result = await editor.edit(messages, corrections, context)
+            except KeproxyError as exc:  # an editor's own upstream call failed: log it, then fail
+                transcript.latency_ms["edit"] = _ms(t0)
+                transcript.status, transcript.error = exc.status_code, error_body(exc)
+                transcript.latency_ms["total"] = _ms(started)
+                await self.store.add(transcript)
+                raise
+        transcript.latency_ms["edit"] = _ms(t0)
+        transcript.forwarded_messages = result.messages
+        transcript.edits = [e.to_dict() for e in result.edits]
+        body["messages"] = result.messages
         return PreparedRequest(request_id, request.model, upstream, body, result, transcript, started)
 
     async def complete(self, prepared: PreparedRequest) -> dict[str, Any]:

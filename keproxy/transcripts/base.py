@@ -15,7 +15,8 @@ class Transcript:
 
     created: unix time in seconds. latency_ms: stage -> milliseconds ("detect", "edit", "upstream",
     "total"; streams add "upstream_first_chunk"). corrections / edits: ``Correction.to_dict()`` /
-    ``TextEdit.to_dict()`` lists. status: the HTTP status returned to the client (for a stream that failed
+    ``TextEdit.to_dict()`` lists. editor_calls: the extra upstream calls editors made, each
+    ``{"purpose", "usage", "latency_ms"}``. status: the HTTP status returned to the client (for a stream that failed
     after it started: the status the error would have had). error: OpenAI error body, or None.
     """
 
@@ -28,6 +29,7 @@ class Transcript:
     forwarded_messages: list[dict[str, Any]] = field(default_factory=list)
     corrections: list[dict[str, Any]] = field(default_factory=list)
     edits: list[dict[str, Any]] = field(default_factory=list)
+    editor_calls: list[dict[str, Any]] = field(default_factory=list)
     upstream_model: str = ""
     upstream_response: dict[str, Any] | None = None
     final_response: dict[str, Any] | None = None
