@@ -193,6 +193,9 @@ def demo(
     mock_response: Annotated[
         str | None, typer.Option(help="Use litellm's mock instead of the local model.")
     ] = None,
+    concurrency: Annotated[
+        int, typer.Option(help="Requests in flight; 1 lets the local server reuse the shared story prefix.")
+    ] = 1,
 ) -> None:
     """Start ``keproxy serve`` on the embedded model, replay the KEIC dev set with otc,patch, print the table."""
     from keproxy.datasets import dataset_path
@@ -213,7 +216,8 @@ def demo(
         console.print(f"replaying {data} through {url} (model {model})")
         replay_keic_cmd(
             data=data, base_url=url, model=model, out=out, strategy=strategy, templates=templates,
-            arrangement="cba", limit=limit, variants=variants, concurrency=2, max_tokens=8, api_key="keproxy",
+            arrangement="cba", limit=limit, variants=variants, concurrency=concurrency, max_tokens=4,
+            api_key="keproxy",
         )  # fmt: skip
     finally:
         process.terminate()
