@@ -254,7 +254,7 @@ async def test_editor_upstream_calls_are_recorded(stub_client: httpx.AsyncClient
     from keproxy.editors.registry import EditorRegistry
 
     service = stub_client.app.state.service  # type: ignore[attr-defined]
-    service.editors = EditorRegistry(extra={"probe": lambda embedder: ProbeEditor()})
+    service.editors = EditorRegistry(extra={"probe": lambda resources: ProbeEditor()})
     messages = dialogue('Wrong. It\'s not "Her brother Tobias," but "Her cousin Lev"')
     payload = {"model": "echo", "messages": messages, "temperature": 0.3, "keproxy": {"strategy": "probe"}}
     resp = await stub_client.post("/v1/chat/completions", json=payload)

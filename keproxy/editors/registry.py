@@ -2,23 +2,37 @@
 
 Built-in: ``otc`` (One-Turn Correction: pass through) and ``patch`` (the paper's "oracle of Reiterate",
 done automatically). Third parties add strategies through the entry-point group ``keproxy.history_editors``:
-each entry point names a callable ``factory(embedder) -> HistoryEditor``.
+each entry point names a callable ``factory(resources: EditorResources) -> HistoryEditor``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
 from keproxy.editors.base import HistoryEditor
 from keproxy.errors import InvalidRequestError
 
-__all__ = ["ENTRY_POINT_GROUP", "EditorRegistry"]
+__all__ = ["ENTRY_POINT_GROUP", "EditorFactory", "EditorRegistry", "EditorResources"]
 
 ENTRY_POINT_GROUP = "keproxy.history_editors"
 
-EditorFactory = Callable[[Any], HistoryEditor]
+
+@dataclass(frozen=True)
+class EditorResources:
+    """Shared, expensive objects editors may use, built once per app.
+
+    embedder: sentence embedder (``keproxy.memory.Embedder``) or None (lexical scoring only).
+    nli: NLI backend (``keproxy.nli.NLIBackend``) or None when none is configured.
+    """
+
+    embedder: Any = None
+    nli: Any = None
+
+
+EditorFactory = Callable[[EditorResources], HistoryEditor]
 
 
 def _builtin_factories() -> dict[str, EditorFactory]:
@@ -27,23 +41,27 @@ def _builtin_factories() -> dict[str, EditorFactory]:
     from keproxy.editors.patch import PatchEditor
 
     return {
-        "otc": lambda embedder: OTCEditor(),
-        "patch": lambda embedder: PatchEditor(SpanLocator(embedder)),
+        "otc": lambda resources: OTCEditor(),
+        "patch": lambda resources: PatchEditor(SpanLocator(resources.embedder)),
     }
 
 
 class EditorRegistry:
     """Strategy name -> history editor, built once per app from built-ins, entry points and ``extra``.
 
-    embedder: the sentence embedder shared by editors that locate spans (may be None: lexical only).
+    resources: what the factories get (embedder, NLI backend); default: none of them.
     """
 
-    def __init__(self, embedder: Any = None, extra: dict[str, EditorFactory] | None = None) -> None:
+    def __init__(
+        self, resources: EditorResources | None = None, extra: dict[str, EditorFactory] | None = None
+    ) -> None:
         factories = _builtin_factories()
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             factories.setdefault(ep.name, ep.load())
         factories.update(extra or {})
-        self._editors: dict[str, HistoryEditor] = {name: make(embedder) for name, make in factories.items()}
+        self._editors: dict[str, HistoryEditor] = {
+            name: make(resources or EditorResources()) for name, make in factories.items()
+        }
 
     def names(self) -> list[str]:
         return sorted(self._editors)

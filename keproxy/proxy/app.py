@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from keproxy import __version__
 from keproxy.editors.detection import CompositeDetector, get_detector
-from keproxy.editors.registry import EditorRegistry
+from keproxy.editors.registry import EditorRegistry, EditorResources
 from keproxy.errors import ConfigError, KeproxyError, error_body
 from keproxy.memory.embeddings import Embedder
 from keproxy.proxy.router import router
@@ -87,7 +87,11 @@ def create_app(settings: Settings) -> FastAPI:
         embedder = Embedder.from_name_or_path(settings.embedding_model)
         store = SQLiteTranscriptStore(settings.transcripts_path)
         app.state.service = ChatService(
-            settings, upstreams, _build_detector(settings), EditorRegistry(embedder), store
+            settings,
+            upstreams,
+            _build_detector(settings),
+            EditorRegistry(EditorResources(embedder=embedder)),
+            store,
         )
         try:
             yield
