@@ -6,9 +6,10 @@ STAMP  := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-# Demo knobs: the default replays every dev instance with its first support_new variant (1,800 dialogues,
-# ~20 min on 2 cores); `make demo DEMO_ARGS="--variants 3"` runs all 5,400, `--limit 10` a quick look.
-DEMO_ARGS ?= --variants 1
+# Demo knobs: by default the first 20 dev instances with their first support_new variant, all 15 templates,
+# otc and patch: 600 dialogues, ~10 min on 2 idle cores. The whole dev set: DEMO_ARGS="--variants 3"
+# (5,400 dialogues); a quick look: DEMO_ARGS="--limit 3 --variants 1".
+DEMO_ARGS ?= --limit 20 --variants 1
 
 .PHONY: install demo test test-fast lint format clean
 
