@@ -27,8 +27,10 @@ app = typer.Typer(help="keproxy: an OpenAI-compatible proxy that makes conversat
                   no_args_is_help=True, add_completion=False)  # fmt: skip
 transcripts_app = typer.Typer(help="The transcript log.", no_args_is_help=True)
 replay_app = typer.Typer(help="Replay benchmark dialogues through a running proxy.", no_args_is_help=True)
+eval_app = typer.Typer(help="Evaluations with the papers' metrics.", no_args_is_help=True)
 app.add_typer(transcripts_app, name="transcripts")
 app.add_typer(replay_app, name="replay")
+app.add_typer(eval_app, name="eval")
 
 console = Console(stderr=True)
 
@@ -225,3 +227,14 @@ def demo(
             process.wait(15)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def _register_subcommands() -> None:
+    from keproxy.eval.keic_harness_cli import eval_keic_command
+    from keproxy.train.cli import train_app
+
+    eval_app.command("keic")(eval_keic_command)
+    app.add_typer(train_app, name="train")
+
+
+_register_subcommands()

@@ -116,7 +116,7 @@ def test_cam_layout(samples: list[KEICInstance]) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"variant": 0, "template": 1, "arrangement": "cim"}, "arrangement"),
+        ({"variant": 0, "template": 1, "arrangement": "cxx"}, "arrangement"),
         ({"variant": 3, "template": 1, "arrangement": "cba"}, "variant"),
         ({"variant": 0, "template": 16, "arrangement": "cba"}, "template"),
     ],

@@ -13,8 +13,9 @@ flip the answer. Two layouts are read by :func:`load_keic`, which detects the la
   rationale), ``history_mentions_old``, ``propagation``. ``"keic"`` may also be a list of such annotations;
   the instance ids are then ``{id}-t{k}``. CoQA records without ``"keic"`` are skipped.
 
-:func:`build_dialogue` lays out one instance as the OTC prompt of KEIC Fig. 3a, in the CBA or CAM arrangement
-(KEIC §4.4, Table 1).
+:func:`build_dialogue` lays out one instance as the OTC prompt of KEIC Fig. 3a, in the CBA, CAM (KEIC §4.4,
+Table 1) or CIM arrangement (App. H.8); :func:`build_baseline_dialogue` lays out the baseline without an update
+phase (§4.4: the old fact replaced in the story directly, no correction turn).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from keproxy.editors.templates import TEMPLATES, fill_template
 
 __all__ = [
     "ANSWERS",
+    "ARRANGEMENTS",
+    "BASELINE_ARRANGEMENT",
     "CORRECTION_ACK",
     "STORY_ACK",
     "STORY_PROMPT",
@@ -38,6 +41,7 @@ __all__ = [
     "Dialogue",
     "KEICInstance",
     "Phase",
+    "build_baseline_dialogue",
     "build_dialogue",
     "check_instance",
     "instance_from_authored",
@@ -63,7 +67,13 @@ CORRECTION_ACK = (
 #: The output space of a test question (KEIC §2.2: Y = {Yes, No}).
 ANSWERS: tuple[str, str] = ("Yes", "No")
 
-Arrangement = Literal["cba", "cam"]
+#: Where the correction phase T_c goes: "cba" (Correct Before Asking, T_f T_o T_c T_i), "cam" (Correct After
+#: Mistake, T_f T_c T_o T_i), KEIC §4.4; "cim" (Correct In the Middle, T_f T_o T_c T_o T_i), App. H.8.
+Arrangement = Literal["cba", "cam", "cim"]
+#: The arrangements, in the order the paper introduces them.
+ARRANGEMENTS: tuple[Arrangement, ...] = ("cam", "cba", "cim")
+#: ``Dialogue.arrangement`` of the no-update-phase baseline (:func:`build_baseline_dialogue`).
+BASELINE_ARRANGEMENT = "none"
 #: The phase of each dialogue message (KEIC §2.3): T_f "false", T_o "other", T_c "correction", T_i "test".
 Phase = Literal["false", "other", "correction", "test"]
 
@@ -270,12 +280,15 @@ class Dialogue:
     phases[i] is the KEIC phase of messages[i]. story_index is the user turn u1 holding the story,
     correction_index the user turn holding the correction utterance ``correction`` (the filled template),
     test_index the test question (last).
+
+    The no-update-phase baseline (:func:`build_baseline_dialogue`) has ``template`` 0, ``arrangement``
+    "none", ``correction`` "" and ``correction_index`` -1: it has no correction turn.
     """
 
     instance: KEICInstance
     variant: int
     template: int
-    arrangement: Arrangement
+    arrangement: Arrangement | Literal["none"]
     messages: list[Message]
     phases: list[Phase]
     story_index: int
@@ -292,48 +305,99 @@ class Dialogue:
         return self.instance.support_new[self.variant]
 
 
-def build_dialogue(instance: KEICInstance, variant: int, template: int, arrangement: str) -> Dialogue:
-    """The OTC dialogue of ``instance`` with correction ``support_new[variant]`` in template ``template``.
-
-    arrangement: "cba" (T_f T_o T_c T_i, Correct Before Asking) or "cam" (T_f T_c T_o T_i, Correct After
-    Mistake), KEIC §4.4 / Table 1. Raises ValueError on a bad arrangement, variant or template number.
-    """
-    arr = arrangement.lower()
-    if arr not in ("cba", "cam"):
-        raise ValueError(f"arrangement must be 'cba' or 'cam', got {arrangement!r}")
+def _check_variant(instance: KEICInstance, variant: int) -> None:
     if not 0 <= variant < len(instance.support_new):
         raise ValueError(
             f"variant {variant} out of range 0-{len(instance.support_new) - 1} for {instance.id}"
         )
+
+
+def _story_turns(story: str) -> list[tuple[Phase, Message]]:
+    """T_f: u1 (the story) and b1."""
+    return [
+        ("false", {"role": "user", "content": STORY_PROMPT.format(story=story)}),
+        ("false", {"role": "assistant", "content": STORY_ACK}),
+    ]
+
+
+def _history_turns(instance: KEICInstance) -> list[tuple[Phase, Message]]:
+    """T_o: the earlier Q/A pairs, a user and an assistant message each."""
+    turns: list[tuple[Phase, Message]] = []
+    for question, answer in instance.history:
+        turns.append(("other", {"role": "user", "content": question}))
+        turns.append(("other", {"role": "assistant", "content": answer}))
+    return turns
+
+
+def build_dialogue(instance: KEICInstance, variant: int, template: int, arrangement: str) -> Dialogue:
+    """The OTC dialogue of ``instance`` with correction ``support_new[variant]`` in template ``template``.
+
+    arrangement (case-insensitive): "cba" (T_f T_o T_c T_i, Correct Before Asking) or "cam" (T_f T_c T_o T_i,
+    Correct After Mistake), KEIC §4.4 / Table 1; "cim" (T_f T_o T_c T_o T_i, Correct In the Middle, App. H.8):
+    the first ``len(history) // 2`` Q/A pairs, then T_c, then the rest (with no history CIM equals CAM and CBA).
+    Raises ValueError on a bad arrangement, variant or template number.
+    """
+    arr = arrangement.lower()
+    if arr not in ARRANGEMENTS:
+        raise ValueError(f"arrangement must be one of {', '.join(ARRANGEMENTS)}, got {arrangement!r}")
+    _check_variant(instance, variant)
     if template not in TEMPLATES:
         raise ValueError(f"template must be within 1-15, got {template}")
     correction = fill_template(template, instance.support_old, instance.support_new[variant])
 
-    t_f: list[tuple[Phase, Message]] = [
-        ("false", {"role": "user", "content": STORY_PROMPT.format(story=instance.story)}),
-        ("false", {"role": "assistant", "content": STORY_ACK}),
-    ]
-    t_o: list[tuple[Phase, Message]] = []
-    for question, answer in instance.history:
-        t_o.append(("other", {"role": "user", "content": question}))
-        t_o.append(("other", {"role": "assistant", "content": answer}))
+    t_f = _story_turns(instance.story)
+    t_o = _history_turns(instance)
     t_c: list[tuple[Phase, Message]] = [
         ("correction", {"role": "user", "content": correction}),
         ("correction", {"role": "assistant", "content": CORRECTION_ACK}),
     ]
     t_i: list[tuple[Phase, Message]] = [("test", {"role": "user", "content": instance.test_question})]
-    layout = t_f + t_o + t_c + t_i if arr == "cba" else t_f + t_c + t_o + t_i
+    if arr == "cba":
+        layout = t_f + t_o + t_c + t_i
+    elif arr == "cam":
+        layout = t_f + t_c + t_o + t_i
+    else:
+        middle = 2 * (len(instance.history) // 2)
+        layout = t_f + t_o[:middle] + t_c + t_o[middle:] + t_i
 
     phases = [phase for phase, _ in layout]
     return Dialogue(
         instance=instance,
         variant=variant,
         template=template,
-        arrangement="cba" if arr == "cba" else "cam",
+        arrangement="cba" if arr == "cba" else "cam" if arr == "cam" else "cim",
         messages=[message for _, message in layout],
         phases=phases,
         story_index=0,
         correction_index=phases.index("correction"),
         test_index=len(layout) - 1,
         correction=correction,
+    )
+
+
+def build_baseline_dialogue(instance: KEICInstance, variant: int) -> Dialogue:
+    """The baseline without an update phase (KEIC §4.4): T_f' T_o T_i, where the story of T_f' already has
+    ``support_old`` replaced by ``support_new[variant]`` and no correction turn follows.
+
+    The history T_o is kept as is (the paper replaces the old fact in the story only). The result has
+    ``template`` 0, ``arrangement`` "none", ``correction`` "" and ``correction_index`` -1.
+    Raises ValueError on a bad variant.
+    """
+    _check_variant(instance, variant)
+    layout = (
+        _story_turns(instance.new_story(variant))
+        + _history_turns(instance)
+        + [("test", {"role": "user", "content": instance.test_question})]
+    )
+    return Dialogue(
+        instance=instance,
+        variant=variant,
+        template=0,
+        arrangement="none",
+        messages=[message for _, message in layout],
+        phases=[phase for phase, _ in layout],
+        story_index=0,
+        correction_index=-1,
+        test_index=len(layout) - 1,
+        correction="",
     )

@@ -7,6 +7,8 @@ outcome of the answer.
   KEIC §4.5 (string replacement).
 * Answer: first-token exact match against Yes/No (KEIC §4.3). "update" = the new answer, "no update" = the old
   (false) one, "na" = the reply does not start with Yes/No (Table 2 caption, "N/A").
+* Cost (KEIC Table 1): input tokens of one request = the final upstream call's ``prompt_tokens`` plus those of
+  every editor call (:func:`input_tokens`); upstream calls = 1 + the editor calls (:func:`upstream_calls`).
 """
 
 from __future__ import annotations
@@ -23,13 +25,16 @@ from keproxy.eval.keic import ANSWERS, Dialogue, KEICInstance
 __all__ = [
     "Outcome",
     "ReplayResult",
+    "RunResult",
     "context_updated",
     "cur_by_template",
     "cur_rate",
     "extract_answer",
+    "input_tokens",
     "outcome_rates",
     "score_answer",
     "summarize",
+    "upstream_calls",
 ]
 
 Outcome = Literal["update", "no_update", "na"]
@@ -109,6 +114,29 @@ def score_answer(answer: str | None, instance: KEICInstance) -> Outcome:
     return "na"
 
 
+def _prompt_tokens(usage: Any) -> int | None:
+    value = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
+    return value if isinstance(value, int) else None
+
+
+def input_tokens(transcript: Mapping[str, Any]) -> int | None:
+    """Input tokens of one proxied request (KEIC Table 1, "# Input Tokens"): the final call's
+    ``usage.prompt_tokens`` plus ``usage.prompt_tokens`` of each ``editor_calls`` entry.
+
+    None when the final call reports no prompt tokens; editor calls without usage count 0.
+    """
+    final = _prompt_tokens(transcript.get("usage"))
+    if final is None:
+        return None
+    calls = transcript.get("editor_calls") or []
+    return final + sum(_prompt_tokens(call.get("usage")) or 0 for call in calls if isinstance(call, Mapping))
+
+
+def upstream_calls(transcript: Mapping[str, Any]) -> int:
+    """Upstream calls of one proxied request (KEIC Table 1, "# APIs"): 1 + ``len(editor_calls)``."""
+    return 1 + len(transcript.get("editor_calls") or [])
+
+
 @dataclass(frozen=True)
 class ReplayResult:
     """One replayed dialogue: a row of ``dialogues.csv``.
@@ -130,6 +158,41 @@ class ReplayResult:
     request_id: str
     prompt_tokens: int | None
     latency_ms: float | None
+    response: str = ""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One dialogue x strategy x run of the KEIC harness (:mod:`keproxy.eval.harness`): a row of ``runs.csv``.
+
+    template: 1-15, or 0 for the no-update-phase baseline (strategy "baseline", arrangement "none").
+    run: 0-based run index. answer: extracted "Yes"/"No" or None; outcome: :func:`score_answer`.
+    cur: :func:`context_updated` of the forwarded history. cur_ext: the extended CUR of
+    :mod:`keproxy.eval.curx` (None until judged). stale_turns: forwarded Q/A turns still stating the old fact
+    (None until judged). input_tokens / upstream_calls: :func:`input_tokens` / :func:`upstream_calls`.
+    latency_ms: the proxy's total, in ms. cached: the answer came from the harness cache, not a request.
+    """
+
+    instance_id: str
+    variant: int
+    template: int
+    strategy: str
+    arrangement: str
+    run: int
+    answer: str | None
+    outcome: Outcome
+    cur: bool
+    cur_ext: bool | None
+    stale_turns: int | None
+    input_tokens: int | None
+    upstream_calls: int
+    n_edits: int
+    n_corrections: int
+    history_mentions_old: bool
+    propagation: bool
+    request_id: str
+    latency_ms: float | None
+    cached: bool = False
     response: str = ""
 
 
