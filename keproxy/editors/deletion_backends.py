@@ -1,0 +1,491 @@
+"""The two modules of KEIC's Deletion algorithm (Algorithm 1), INCONSISTENT and DELETE, as pluggable backends.
+
+:class:`~keproxy.editors.deletion.DeletionEditor` walks the history turn by turn; for each queued fact ``q``
+it asks an :class:`InconsistencyJudge` which turns contradict ``q`` (INCONSISTENT(h[j], q)) and a
+:class:`Rewriter` what each such turn becomes (DELETE(h[j], q)). Two backends:
+
+- local, no upstream call: :class:`NLIJudge` (an :class:`~keproxy.nli.base.NLIBackend` on each sentence or
+  Q/A pair) with :class:`RuleRewriter` (remove the contradicting sentence, or the whole Q/A exchange);
+- :class:`~keproxy.editors.deletion_llm.LLMBackend`, both modules at once, as the paper ran them (App. F):
+  the story extraction template F.1 and the QA-pair extraction template F.2 through ``EditContext.upstream``.
+
+Costs are counted in a shared :class:`TokenBudget` (App. F: the algorithm stops at 16,385 tokens). Token
+counts are :func:`estimate_tokens` estimates unless the upstream reports ``usage``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from keproxy.editors.base import EditContext
+from keproxy.editors.locate import SpanLocator, word_tokens
+from keproxy.editors.sentences import split_sentences
+from keproxy.nli.base import LABELS, NLIBackend
+
+__all__ = [
+    "SHORT_WORDS",
+    "Fact",
+    "InconsistencyJudge",
+    "NLIJudge",
+    "Part",
+    "Rewrite",
+    "Rewriter",
+    "RuleRewriter",
+    "TokenBudget",
+    "TurnView",
+    "Verdict",
+    "content_words",
+    "estimate_tokens",
+    "is_short",
+    "restates_replaced",
+    "sentence_bounds",
+]
+
+#: A message of at most this many words is judged as a whole; a longer one sentence by sentence.
+SHORT_WORDS = 60
+
+_CONTRADICTION = LABELS.index("contradiction")
+_ENTAILMENT = LABELS.index("entailment")
+_WORDS = re.compile(r"\S+")
+_LABEL = re.compile(r"[A-Z][A-Za-z ]{0,20}:\s+")  # "Story: " opening a line
+# Function words left out of :func:`content_words` (articles, pronouns, auxiliaries, negations, quantifiers).
+# fmt: off
+_STOPWORDS = frozenset((
+    "a", "an", "the", "and", "or", "but", "so", "yet", "nor", "of", "in", "on", "at", "to", "for", "from",
+    "by", "with", "without", "into", "onto", "over", "under", "about", "as", "is", "was", "were", "be",
+    "been", "being", "are", "am", "it", "its", "this", "that", "these", "those", "there", "here", "he",
+    "she", "they", "them", "his", "her", "their", "him", "we", "us", "our", "you", "your", "i", "me", "my",
+    "not", "no", "yes", "do", "did", "does", "done", "have", "has", "had", "can", "could", "would",
+    "should", "will", "shall", "may", "might", "must", "than", "then", "when", "where", "who", "whom",
+    "whose", "which", "what", "why", "how", "all", "any", "some", "each", "every", "one", "once", "just",
+    "only", "also", "very", "too", "much", "many", "more", "most", "own", "same", "other", "such", "up",
+    "down", "out", "off", "again", "still", "ever", "never", "before", "after", "during", "while",
+    "because", "if",
+))
+# fmt: on
+_NEGATIONS = frozenset(
+    {"no", "not", "never", "nobody", "none", "nothing", "nowhere", "neither", "without", "cannot"}
+)
+
+
+@functools.lru_cache(maxsize=512)
+def sentence_bounds(text: str) -> tuple[tuple[int, int], ...]:
+    """:func:`~keproxy.editors.sentences.split_sentences` of ``text``, cached (pysbd takes tens of ms on a
+    story, and every pass of Algorithm 1 and every request re-reads the same story)."""
+    return tuple(split_sentences(text))
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap token count: ``ceil(len(text) / 4)`` (OpenAI's rule of thumb of ~4 characters per English
+    token; on the KEIC-authored dev stories cl100k_base gives 4.3-4.6 characters per token, so this slightly
+    over-counts). 0 for the empty string."""
+    return math.ceil(len(text) / 4)
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lowercased words of ``text`` without function words, lightly stemmed (a final "ing", "ed", "es" or
+    "s" dropped from words longer than 4 letters), so "stones"/"stone" and "rested"/"rest" match."""
+    out = set()
+    for word in word_tokens(text):
+        if word in _STOPWORDS:
+            continue
+        for suffix in ("ing", "ed", "es", "s"):
+            if len(word) > 4 and word.endswith(suffix):
+                word = word[: -len(suffix)]
+                break
+        out.add(word)
+    return frozenset(out)
+
+
+def _negations(text: str) -> frozenset[str]:
+    words = word_tokens(text)
+    return frozenset(
+        {w for w in words if w in _NEGATIONS} | ({"not"} if any(w.endswith("n't") for w in words) else set())
+    )
+
+
+def restates_replaced(question: str, answer: str, replaced: str, new: str) -> bool:
+    """Whether a Q/A pair restates what a correction replaced (``replaced`` -> ``new``), by its words.
+
+    With L = the content words (:func:`content_words`) of ``replaced`` that ``new`` no longer has (the old
+    fact itself), any of:
+
+    1. the answer uses a word of L ("How many times did she rest? Twice." once "she stopped twice to rest"
+       became "she walked without stopping");
+    2. the question asks with a word of L and the answer shares a content word with ``replaced`` ("Who won
+       the race? Mayor Quint, for a third term." once "won a third term" became "lost her bid for a third
+       term");
+    3. the correction added or dropped a negation (no, not, never, nothing, without, "n't", ...) and the pair
+       shares at least two content words with ``replaced`` ("Has any keeper lived there since? No." once
+       "no keeper has lived there since" became "a keeper has lived there since").
+
+    A lexical stand-in for App. D's C_R (the texts that carry the old knowledge), for pairs whose
+    contradiction an NLI model misses; it never fires on a pair that shares no word with ``replaced``.
+    """
+    old_words = content_words(replaced)
+    lost = old_words - content_words(new)
+    q_words, a_words = content_words(question), content_words(answer)
+    if a_words & lost:
+        return True
+    if q_words & lost and a_words & old_words:
+        return True
+    return _negations(replaced) != _negations(new) and len((q_words | a_words) & old_words) >= 2
+
+
+def is_short(text: str) -> bool:
+    """At most :data:`SHORT_WORDS` words."""
+    return len(_WORDS.findall(text)) <= SHORT_WORDS
+
+
+def is_question(text: str) -> bool:
+    return text.rstrip("\"'”’)] ").endswith("?")
+
+
+@dataclass
+class TokenBudget:
+    """Tokens and upstream calls one Deletion run has spent; ``limit`` in tokens (App. F: 16,385).
+
+    Backends call :meth:`charge` after each NLI batch or upstream call and check :attr:`exhausted` before the
+    next one, so a run may end up to one call over the limit.
+    """
+
+    limit: int
+    spent: int = 0
+    calls: int = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent >= self.limit
+
+    def charge(self, tokens: int, *, call: bool = False) -> None:
+        self.spent += max(0, int(tokens))
+        self.calls += int(call)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One element ``q`` of Algorithm 1's queue: a statement the history must not contradict.
+
+    text: the statement (the new sentence of the story after the correction, a rewritten Q/A pair, ...).
+    replaced: the text it replaced, when known (the story sentence before the correction).
+    origin: the index of the first message of the turn it comes from, which is not judged against it; None
+        for facts taken from the correction.
+    place: the text is a correction's new text that is not in the history yet (the editor found no span to
+        replace): a rule DELETE puts it in place of what contradicts it instead of only removing that.
+    """
+
+    text: str
+    replaced: str | None = None
+    origin: int | None = None
+    place: bool = False
+
+
+@dataclass(frozen=True)
+class TurnView:
+    """One turn T_j = (u_j, b_j) of the history h, as it reads now.
+
+    position: j, the turn's place in h (0-based). indices: its messages' indices in the request's messages
+    (one or two: a user message and the assistant message answering it). roles, texts: theirs.
+    """
+
+    position: int
+    indices: tuple[int, ...]
+    roles: tuple[str, ...]
+    texts: tuple[str, ...]
+
+    @property
+    def is_exchange(self) -> bool:
+        """A short user message answered by a short assistant message: a Q/A pair, judged as one text."""
+        return self.roles == ("user", "assistant") and all(is_short(t) for t in self.texts)
+
+    @property
+    def question(self) -> str:
+        """The user message when it is a short question answered in this turn, else ""."""
+        if len(self.texts) == 2 and self.roles[0] == "user" and is_short(self.texts[0]):
+            return self.texts[0] if is_question(self.texts[0]) else ""
+        return ""
+
+
+@dataclass(frozen=True)
+class Part:
+    """What a verdict found: ``texts[position][start:end]`` of a turn; ``position`` None: the whole turn."""
+
+    position: int | None
+    start: int = 0
+    end: int = 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """INCONSISTENT(h[j], q): the parts of one turn that contradict ``q`` (none: consistent).
+
+    scores: the judge's score of each part (NLI contradiction probability; 1.0 for the LLM judge).
+    skipped: the turn was not judged (the token budget ran out). state: backend data for its DELETE.
+    """
+
+    parts: tuple[Part, ...] = ()
+    scores: tuple[float, ...] = ()
+    skipped: bool = False
+    state: Any = None
+
+    @property
+    def inconsistent(self) -> bool:
+        return bool(self.parts)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """DELETE(h[j], q): the turn's new texts, one per message; None removes the message.
+
+    changes: (position, before, after) of each span edit, for the trace; empty: whole texts are compared.
+    facts: what the rewrite now states, pushed onto the queue (Algorithm 1, line 9).
+    """
+
+    texts: tuple[str | None, ...]
+    changes: tuple[tuple[int, str, str], ...] = ()
+    facts: tuple[Fact, ...] = field(default_factory=tuple)
+
+
+@runtime_checkable
+class InconsistencyJudge(Protocol):
+    """INCONSISTENT of Algorithm 1, for a batch of turns and one fact (one verdict per turn, in order)."""
+
+    name: str
+
+    async def judge(
+        self, turns: Sequence[TurnView], fact: Fact, budget: TokenBudget, context: EditContext
+    ) -> list[Verdict]: ...
+
+
+@runtime_checkable
+class Rewriter(Protocol):
+    """DELETE of Algorithm 1: what a turn found inconsistent with ``fact`` becomes."""
+
+    name: str
+
+    async def delete(
+        self, turn: TurnView, verdict: Verdict, fact: Fact, budget: TokenBudget, context: EditContext
+    ) -> Rewrite: ...
+
+
+# --- NLI backend --------------------------------------------------------------------------------------------
+
+
+def _segments(turn: TurnView) -> list[tuple[Part, str]]:
+    """The texts an NLI judge scores for one turn, with the part each covers.
+
+    A Q/A exchange, or a lone short message, is one premise covering the whole turn ("question answer").
+    Otherwise each long message (more than :data:`SHORT_WORDS` words) gives one premise per sentence, questions
+    and sentences without a letter or digit left out, an answer's sentences prefixed by the short question
+    it answers; short messages of such a turn ("Yes, I have memorized the story.") are not judged.
+    """
+    if turn.is_exchange or (len(turn.texts) == 1 and is_short(turn.texts[0])):
+        return [(Part(None), " ".join(t.strip() for t in turn.texts))]
+    out: list[tuple[Part, str]] = []
+    question = turn.question
+    for pos, text in enumerate(turn.texts):
+        if is_short(text):
+            continue
+        prefix = f"{question.strip()} " if question and pos == 1 else ""
+        for start, end in sentence_bounds(text):
+            piece = text[start:end]
+            if any(ch.isalnum() for ch in piece) and not is_question(piece):
+                out.append((Part(pos, start, end), prefix + piece))
+    return out
+
+
+class NLIJudge:
+    """INCONSISTENT with an NLI model: a part contradicts ``q`` when the model says so with enough confidence.
+
+    For each segment s of a turn (:func:`_segments`) and the fact's text f, with p_c the contradiction
+    probability: ``score = max(p_c(s -> f), p_c(f -> s))`` (``directions="both"``; "forward" keeps
+    p_c(s -> f) only). A whole Q/A exchange is inconsistent when ``score >= threshold``; a sentence of a long
+    text when ``score >= sentence_threshold`` (stricter by default: removing a sentence of the story is the
+    costlier mistake). With ``stale_threshold`` set and the fact's ``replaced`` text known, an exchange is
+    also inconsistent when the replaced text entails it (``p_e(replaced -> s) >= stale_threshold``) but the
+    new text does not (``p_e(f -> s) < stale_threshold``): the pair restates the old fact.
+
+    With ``lexical`` set and ``replaced`` known, an exchange is also inconsistent (score 1.0) when
+    :func:`restates_replaced` finds that it restates the replaced text.
+
+    Segments equal to the fact are skipped. Tokens charged: :func:`estimate_tokens` of every pair scored, +3
+    per pair for the model's special tokens. The NLI model runs in a worker thread.
+    """
+
+    name = "nli"
+
+    def __init__(
+        self,
+        nli: NLIBackend,
+        *,
+        threshold: float = 0.9,
+        sentence_threshold: float = 0.9,
+        stale_threshold: float | None = None,
+        directions: Literal["both", "forward"] = "both",
+        lexical: bool = True,
+    ) -> None:
+        for value in (threshold, sentence_threshold, stale_threshold):
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ValueError("NLI thresholds must be within [0, 1]")
+        self.nli = nli
+        self.threshold = threshold
+        self.sentence_threshold = sentence_threshold
+        self.stale_threshold = stale_threshold
+        self.directions = directions
+        self.lexical = lexical
+
+    def _lexical(self, turn: TurnView, fact: Fact) -> bool:
+        if not (self.lexical and fact.replaced and turn.is_exchange):
+            return False
+        return restates_replaced(turn.texts[0], turn.texts[1], fact.replaced, fact.text)
+
+    def _pairs(self, premise: str, fact: Fact, whole: bool) -> list[tuple[str, str]]:
+        """The pairs scored for one segment: (s, f), then (f, s) ("both" directions or the stale rule), then
+        (replaced, s) for the stale rule."""
+        pairs = [(premise, fact.text)]
+        stale = whole and self.stale_threshold is not None and bool(fact.replaced)
+        if self.directions == "both" or stale:
+            pairs.append((fact.text, premise))
+        if stale:
+            pairs.append((fact.replaced or "", premise))
+        return pairs
+
+    def _score(self, probs: np.ndarray) -> float:
+        """The score of one segment from its rows of probabilities (in :meth:`_pairs` order)."""
+        n_dir = 2 if self.directions == "both" else 1
+        score = float(probs[:n_dir, _CONTRADICTION].max())
+        if len(probs) == 3 and self.stale_threshold is not None:
+            new_entails, old_entails = float(probs[1, _ENTAILMENT]), float(probs[2, _ENTAILMENT])
+            if old_entails >= self.stale_threshold > new_entails:
+                score = max(score, old_entails)
+        return score
+
+    async def judge(
+        self, turns: Sequence[TurnView], fact: Fact, budget: TokenBudget, context: EditContext
+    ) -> list[Verdict]:
+        if budget.exhausted:
+            return [Verdict(skipped=True) for _ in turns]
+        fact_key = fact.text.strip()
+        rows: list[tuple[int, Part, int, int]] = []  # (turn number, part, first pair, n pairs)
+        pairs: list[tuple[str, str]] = []
+        for n, turn in enumerate(turns):
+            for part, premise in _segments(turn):
+                if premise.strip() == fact_key:
+                    continue
+                more = self._pairs(premise, fact, part.position is None)
+                rows.append((n, part, len(pairs), len(more)))
+                pairs += more
+        probs = await asyncio.to_thread(self.nli.predict, pairs) if pairs else np.zeros((0, 3), np.float32)
+        budget.charge(sum(estimate_tokens(a) + estimate_tokens(b) + 3 for a, b in pairs))
+        found: list[list[tuple[Part, float]]] = [[] for _ in turns]
+        for n, part, first, count in rows:
+            score = self._score(probs[first : first + count])
+            if part.position is None and self._lexical(turns[n], fact):
+                score = 1.0
+            if score >= (self.threshold if part.position is None else self.sentence_threshold):
+                found[n].append((part, score))
+        return [Verdict(tuple(p for p, _ in f), tuple(s for _, s in f)) for f in found]
+
+
+def _cut(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """``text`` without the given sentence spans (and the whitespace after each); a "Label: " opening a line
+    is kept ("Story: <removed sentence> ..." keeps "Story: ")."""
+    pieces, pos = [], 0
+    for start, end in sorted(spans):
+        label = _LABEL.match(text, start, end)
+        if label and (start == 0 or text[start - 1] == "\n"):
+            start = label.end()
+        pieces.append(text[pos:start])
+        pos = end
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+    pieces.append(text[pos:])
+    return "".join(pieces).rstrip(" \t") if pos >= len(text) else "".join(pieces)
+
+
+class RuleRewriter:
+    """DELETE by rule, with no model: remove what contradicts, or put the correction's text in its place.
+
+    - a whole Q/A exchange that contradicts is removed, both the question and the answer, so user and
+      assistant turns keep alternating (a lone short message is removed alone);
+    - sentences of a long text that contradict are cut out of it; a message left with no letter or digit
+      removes its turn;
+    - except, for a fact with ``place`` set (a correction whose span the editor could not find), in each
+      message with contradicting sentences: the best span of :meth:`SpanLocator.rank` that overlaps one of
+      them is replaced by the fact's text (``patch``'s replacement), the other contradicting sentences are
+      cut, and the sentence now holding the new text is pushed as a fact (``replaced``: the sentence before).
+      Without an overlapping span the best-scoring contradicting sentence is replaced whole.
+
+    The span a correction names, or that the locator finds with confidence, is replaced by the editor before
+    the first judgement (its seed step), so this rewriter only places text in the fallback above.
+    """
+
+    name = "rule"
+
+    def __init__(self, locator: SpanLocator | None = None) -> None:
+        """locator: ranks the spans a ``place`` fact may replace; None: ``SpanLocator(None)`` (lexical)."""
+        self.locator = locator if locator is not None else SpanLocator(None)
+
+    async def delete(
+        self, turn: TurnView, verdict: Verdict, fact: Fact, budget: TokenBudget, context: EditContext
+    ) -> Rewrite:
+        removed = Rewrite(
+            tuple(None for _ in turn.texts), tuple((i, t, "") for i, t in enumerate(turn.texts))
+        )
+        if any(p.position is None for p in verdict.parts):
+            return removed
+        texts: list[str | None] = list(turn.texts)
+        changes: list[tuple[int, str, str]] = []
+        facts: list[Fact] = []
+        scores = dict(zip(verdict.parts, verdict.scores, strict=False))
+        for pos, text in enumerate(turn.texts):
+            parts = [p for p in verdict.parts if p.position == pos]
+            if not parts:
+                continue
+            if fact.place:
+                text, placed, (start, end), delta = await self._place(text, parts, fact, scores)
+                changes.append((pos, placed.replaced or "", placed.text))
+                facts.append(Fact(placed.text, placed.replaced, turn.indices[0]))
+                parts = [
+                    p if p.end <= start else Part(pos, p.start + delta, p.end + delta)
+                    for p in parts
+                    if p.end <= start or p.start >= end
+                ]
+            cut = _cut(text, [(p.start, p.end) for p in parts])
+            if not any(ch.isalnum() for ch in cut):
+                return removed
+            texts[pos] = cut
+            changes += [(pos, text[p.start : p.end], "") for p in sorted(parts, key=lambda p: p.start)]
+        return Rewrite(tuple(texts), tuple(changes), tuple(facts))
+
+    async def _place(
+        self, text: str, parts: list[Part], fact: Fact, scores: dict[Part, float]
+    ) -> tuple[str, Fact, tuple[int, int], int]:
+        """Put the fact's text in place of the best span overlapping ``parts`` (or of the best-scoring part).
+
+        Returns the new text, the fact of the sentence now holding it (``replaced``: that sentence before),
+        the (start, end) in the old text of everything that sentence covers, and the length change.
+        """
+        ranked = await asyncio.to_thread(
+            self.locator.rank, [{"role": "user", "content": text}], fact.text, 1, 50
+        )
+        span = next((r for r in ranked if any(p.start < r.end and r.start < p.end for p in parts)), None)
+        if span is not None:
+            start, end = span.start, span.end
+            host = next(p for p in parts if p.start < end and start < p.end)
+        else:
+            host = max(parts, key=lambda p: scores.get(p, 0.0))
+            start, end = host.start, host.end
+        new = fact.text[0].upper() + fact.text[1:] if text[start : start + 1].isupper() else fact.text
+        delta = len(new) - (end - start)
+        lo, hi = min(host.start, start), max(host.end, end)
+        out = text[:start] + new + text[end:]
+        return out, Fact(out[lo : hi + delta], text[lo:hi]), (lo, hi), delta

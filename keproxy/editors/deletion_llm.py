@@ -1,0 +1,148 @@
+"""The LLM backend of KEIC's Deletion: INCONSISTENT and DELETE asked of the upstream model (App. F).
+
+The paper ran both modules of Algorithm 1 with GPT-3.5 and two extraction templates (App. F): F.1 for the
+story, F.2 for a Q/A pair (:mod:`keproxy.editors.prompts`). :class:`LLMBackend` implements both protocols of
+:mod:`keproxy.editors.deletion_backends` with them, through ``EditContext.upstream``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from keproxy.editors.base import EditContext, Message
+from keproxy.editors.deletion_backends import (
+    Fact,
+    Part,
+    Rewrite,
+    TokenBudget,
+    TurnView,
+    Verdict,
+    estimate_tokens,
+    is_short,
+)
+from keproxy.editors.prompts import (
+    NO_MODIFICATION,
+    QA_CHECK_PROMPT,
+    QA_EXTRACT_PROMPT,
+    QA_MODIFY_PROMPT,
+    STORY_CHECK_PROMPT,
+    STORY_EXTRACT_PROMPT,
+    STORY_MODIFY_PROMPT,
+)
+from keproxy.editors.reiterate import reply_text, require_upstream
+
+__all__ = ["LLMBackend", "parse_qa"]
+
+
+def _usage_tokens(completion: dict[str, Any], sent: Sequence[Message], reply: str) -> int:
+    usage = completion.get("usage")
+    if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+        return int(usage["prompt_tokens"]) + int(usage.get("completion_tokens") or 0)
+    return sum(estimate_tokens(str(m.get("content", ""))) + 4 for m in sent) + estimate_tokens(reply)
+
+
+def _clean(text: str) -> str:
+    """A model's extracted text without surrounding quotes, ``====`` fences or code fences."""
+    text = text.strip()
+    text = re.sub(r"^```[a-z]*\n?|\n?```$", "", text).strip()
+    text = re.sub(r'^"*=*|=*"*$', "", text).strip()
+    return text
+
+
+_QA_PREFIX = re.compile(r"^\s*(?:[-*\d.)]+\s*)?(?:q(?:uestion)?|a(?:nswer)?)\s*[:.)-]\s*", re.IGNORECASE)
+
+
+def parse_qa(text: str) -> tuple[str, str] | None:
+    """(question, answer) from the two-line reply F.2 asks for ("Q: ..." / "A: ..." prefixes dropped)."""
+    lines = [_QA_PREFIX.sub("", line).strip() for line in _clean(text).splitlines()]
+    lines = [line for line in lines if line]
+    if len(lines) < 2:
+        return None
+    return lines[0], " ".join(lines[1:])
+
+
+class LLMBackend:
+    """INCONSISTENT and DELETE by the upstream model with the App. F templates (both protocols at once).
+
+    For a Q/A exchange, F.2: u1 (:data:`~keproxy.editors.prompts.QA_CHECK_PROMPT`, the pair as "question\\nanswer"
+    and the fact as the correction) is asked in a fresh chat (purpose "deletion:inconsistent"); a reply that
+    contains 'NO MODIFICATION' means consistent. DELETE continues that chat with u2 and u3 (purpose
+    "deletion:delete", two calls) and parses the two-line pair; an unparseable reply removes the exchange.
+    For any other turn, F.1 on each long message (more than :data:`SHORT_WORDS` words) the same way; the
+    extracted story replaces the message (an empty one or 'NO MODIFICATION' keeps it). Each changed text is
+    pushed as a new fact. So a consistent turn costs 1 call and an inconsistent one 3.
+
+    Tokens charged: the upstream's ``usage`` (prompt + completion) when reported, else estimates.
+    """
+
+    name = "llm"
+
+    async def _ask(self, chat: list[Message], purpose: str, budget: TokenBudget, context: EditContext) -> str:
+        upstream = require_upstream(context, "deletion")
+        completion = await upstream(chat, purpose=purpose)
+        reply = reply_text(completion)
+        budget.charge(_usage_tokens(completion, chat, reply), call=True)
+        return reply
+
+    async def judge(
+        self, turns: Sequence[TurnView], fact: Fact, budget: TokenBudget, context: EditContext
+    ) -> list[Verdict]:
+        out: list[Verdict] = []
+        for turn in turns:
+            if turn.is_exchange:
+                prompts = [
+                    (Part(None), QA_CHECK_PROMPT.format(qa="\n".join(turn.texts), correction=fact.text))
+                ]
+            else:
+                prompts = [
+                    (Part(pos, 0, len(text)), STORY_CHECK_PROMPT.format(story=text, correction=fact.text))
+                    for pos, text in enumerate(turn.texts)
+                    if not is_short(text)
+                ]
+            parts, chats, asked = [], [], 0
+            for part, prompt in prompts:
+                if budget.exhausted:
+                    break
+                asked += 1
+                chat: list[Message] = [{"role": "user", "content": prompt}]
+                reply = await self._ask(chat, "deletion:inconsistent", budget, context)
+                if NO_MODIFICATION not in reply.upper():
+                    parts.append(part)
+                    chats.append([*chat, {"role": "assistant", "content": reply}])
+            skipped = asked < len(prompts)
+            out.append(Verdict(tuple(parts), tuple(1.0 for _ in parts), skipped, tuple(chats)))
+        return out
+
+    async def delete(
+        self, turn: TurnView, verdict: Verdict, fact: Fact, budget: TokenBudget, context: EditContext
+    ) -> Rewrite:
+        texts: list[str | None] = list(turn.texts)
+        facts: list[Fact] = []
+        for part, chat in zip(verdict.parts, verdict.state or (), strict=True):
+            qa = part.position is None
+            steps = (
+                (QA_MODIFY_PROMPT, QA_EXTRACT_PROMPT) if qa else (STORY_MODIFY_PROMPT, STORY_EXTRACT_PROMPT)
+            )
+            reply = ""
+            for step in steps:
+                if budget.exhausted:
+                    return Rewrite(tuple(texts), facts=tuple(facts))
+                chat = [*chat, {"role": "user", "content": step}]
+                reply = await self._ask(chat, "deletion:delete", budget, context)
+                chat.append({"role": "assistant", "content": reply})
+            if NO_MODIFICATION in reply.upper():
+                continue
+            if qa:
+                pair = parse_qa(reply)
+                if pair is None:
+                    return Rewrite(tuple(None for _ in turn.texts))
+                texts = list(pair)
+                facts.append(Fact("\n".join(pair), "\n".join(turn.texts), turn.indices[0]))
+            else:
+                story = _clean(reply)
+                if story and part.position is not None:
+                    texts[part.position] = story
+                    facts.append(Fact(story, turn.texts[part.position], turn.indices[0]))
+        return Rewrite(tuple(texts), facts=tuple(facts))
