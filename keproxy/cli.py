@@ -8,10 +8,7 @@ keproxy demo                                                        serve the lo
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -165,22 +162,6 @@ def replay_keic_cmd(
     console.print(f"wrote {out / 'summary.json'} and {out / 'dialogues.csv'}")
 
 
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"keproxy serve exited with code {process.returncode}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"keproxy serve did not become healthy within {timeout_s} s")
-
-
 @app.command()
 def demo(
     data: Annotated[
@@ -191,7 +172,6 @@ def demo(
     templates: Annotated[str, typer.Option(help="Correction templates.")] = "1-15",
     limit: Annotated[int | None, typer.Option(help="Only the first N instances.")] = None,
     variants: Annotated[int | None, typer.Option(help="Only the first K support_new variants.")] = None,
-    port: Annotated[int, typer.Option(help="Proxy port (0: a free one).")] = 0,
     mock_response: Annotated[
         str | None, typer.Option(help="Use litellm's mock instead of the local model.")
     ] = None,
@@ -201,19 +181,10 @@ def demo(
 ) -> None:
     """Start ``keproxy serve`` on the embedded model, replay the KEIC dev set with otc,patch, print the table."""
     from keproxy.datasets import dataset_path
-    from keproxy.upstream.local import free_port
+    from keproxy.eval.harness import serve_proxy
 
     data = data or dataset_path("keic-authored")
-    port = port or free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "keproxy", "serve", "--port", str(port), "--data-dir", str(out / "state"),
-           "--log-level", "warning"]  # fmt: skip
-    if mock_response is not None:
-        cmd += ["--mock-response", mock_response]
-    console.print(f"starting {' '.join(cmd)}")
-    process = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    try:
-        _wait_healthy(url, process, timeout_s=300)
+    with serve_proxy(out / "state", mock_response=mock_response) as url:
         model = "demo" if mock_response is not None else load_settings().local_model.alias
         console.print(f"replaying {data} through {url} (model {model})")
         replay_keic_cmd(
@@ -221,12 +192,6 @@ def demo(
             arrangement="cba", limit=limit, variants=variants, concurrency=concurrency, max_tokens=4,
             api_key="keproxy",
         )  # fmt: skip
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def _register_subcommands() -> None:
