@@ -2,7 +2,8 @@
 Deletion (Algorithm 1) with a deterministic NLI backend, the App. F LLM backend, edit caps and the budget.
 
 The upstream is a recording fake of the network (``FakeUpstream``: canned ``chat.completion`` dicts); the NLI
-backend is a deterministic keyword model (``KeywordNLI``) and, when ``artifacts/nli-minilm`` exists, the real one.
+backend is a deterministic keyword model (``KeywordNLI``) and, when the trained model exists
+(``artifacts/nli-minilm`` or ``$KEPROXY_NLI_PATH``), the real one.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from keproxy.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV_SET = ROOT.parent / "shared" / "data" / "keic-authored" / "dev.jsonl"
-NLI_ARTIFACT = ROOT / "artifacts" / "nli-minilm"
 
 # A KEIC instance written for these tests: the history states the old fact twice ("Twice." / "A flat stone.").
 INSTANCE = KEICInstance(
@@ -522,10 +522,10 @@ def test_restates_replaced_word_rules() -> None:
 
 @pytest.fixture(scope="module")
 def real_nli() -> Any:
-    if not (NLI_ARTIFACT / "keproxy-nli.json").exists():
-        pytest.skip(f"the trained NLI model is not built ({NLI_ARTIFACT} is missing)")
-    from keproxy.nli import get_nli_backend
+    from keproxy.nli import default_artifact_path, get_nli_backend
 
+    if not (default_artifact_path() / "keproxy-nli.json").exists():
+        pytest.skip(f"the trained NLI model is not built ({default_artifact_path()} is missing)")
     return get_nli_backend("local")
 
 
@@ -542,10 +542,14 @@ GOLD_STALE = {
 @pytest.mark.skipif(not DEV_SET.exists(), reason="shared/data/keic-authored/dev.jsonl is not available")
 @pytest.mark.parametrize("template", [6, 10])
 async def test_real_nli_deletion_updates_history_mentions_old_instances(real_nli: Any, template: int) -> None:
-    """CUR with stale Q/A pairs (hand labels) on the 20 history_mentions_old dev instances, CBA, variant 0."""
+    """CUR with stale Q/A pairs (hand labels) on the 20 history_mentions_old dev instances, CBA, variant 0,
+    with the editor the app builds (the MiniLM span locator for the new-only template)."""
+    from keproxy.editors.locate import SpanLocator
+    from keproxy.memory.embeddings import Embedder
+
     instances = [i for i in load_keic(DEV_SET) if i.history_mentions_old]
     assert sorted(GOLD_STALE) == sorted(i.id for i in instances)
-    editor = DeletionEditor(nli=real_nli)
+    editor = DeletionEditor(nli=real_nli, locator=SpanLocator(Embedder.from_name_or_path(None)))
     updated = 0
     for inst in instances:
         d = build_dialogue(inst, 0, template, "cba")
