@@ -195,10 +195,12 @@ def demo(
 
 
 def _register_subcommands() -> None:
+    from keproxy.eval.corrections_cli import eval_corrections_command
     from keproxy.eval.keic_harness_cli import eval_keic_command
     from keproxy.train.cli import train_app
 
     eval_app.command("keic")(eval_keic_command)
+    eval_app.command("corrections")(eval_corrections_command)
     app.add_typer(train_app, name="train")
 
 

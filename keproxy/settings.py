@@ -127,6 +127,12 @@ class Settings(BaseSettings):
         "trained for keproxy), used by strategy 'deletion'; loaded on the first request that needs it. "
         "null: no NLI model, and 'deletion' asks the upstream model instead (KEIC App. F prompts).",
     )
+    judge_model: str | None = Field(
+        default=None,
+        description="litellm model string of the 'llm-judge' correction detector (default: "
+        "keproxy.editors.detection.llm_judge.DEFAULT_JUDGE_MODEL); its key comes from the provider's usual "
+        "environment variable.",
+    )
     deletion_threshold: float = Field(
         default=0.9,
         ge=0.0,

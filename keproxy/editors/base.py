@@ -111,7 +111,11 @@ class EditContext:
 
 @runtime_checkable
 class CorrectionDetector(Protocol):
-    """Finds corrections in user turns. Must never raise on any text."""
+    """Finds corrections in user turns. Must never raise on any text.
+
+    A detector that runs a model or calls a service sets a class attribute ``blocking = True``: the proxy then
+    calls ``detect`` in a worker thread instead of on the event loop.
+    """
 
     name: str
 

@@ -13,9 +13,13 @@ Model loading is lazy (on the first ``predict``); a missing local artifact fails
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from keproxy.errors import ConfigError
 from keproxy.nli.base import LABELS, Label, NLIBackend
 from keproxy.nli.hf import HFCrossEncoderNLI, NLIConfigError, label_columns
 from keproxy.nli.llm import LLMJudgeNLI
@@ -27,6 +31,7 @@ __all__ = [
     "HFCrossEncoderNLI",
     "LLMJudgeNLI",
     "Label",
+    "LazyNLIBackend",
     "LocalNLI",
     "NLIBackend",
     "NLIConfigError",
@@ -71,3 +76,29 @@ def get_nli_backend(spec: str, **kwargs: Any) -> NLIBackend:
         raise NLIConfigError(f"{problem} {spec!r}; known kinds: {kinds}", param="nli")
     factory, _, _ = entry
     return factory(arg.strip(), **kwargs)
+
+
+class LazyNLIBackend:
+    """The backend of ``spec``, made by :func:`get_nli_backend` on the first :meth:`predict`, so a missing or
+    unused model never stops the caller from starting. Thread-safe (editors and detectors call it from worker
+    threads). While the backend cannot be made, every call raises the NLIConfigError (a ConfigError) naming
+    ``param``."""
+
+    def __init__(self, spec: str, *, param: str = "nli_backend") -> None:
+        self.name = spec
+        self.param = param
+        self._backend: NLIBackend | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> NLIBackend:
+        with self._lock:
+            if self._backend is None:
+                try:
+                    self._backend = get_nli_backend(self.name)
+                except ConfigError as exc:  # NLIConfigError, or a backend's own
+                    raise NLIConfigError(f"{self.param} {self.name!r}: {exc}", param=self.param) from exc
+            return self._backend
+
+    def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """float32 (len(pairs), 3) probabilities in :data:`LABELS` order; raises NLIConfigError (see above)."""
+        return (self._backend or self._load()).predict(pairs)

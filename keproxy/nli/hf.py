@@ -93,7 +93,9 @@ class HFCrossEncoderNLI:
         self.batch_size = batch_size
         self.max_length = max_length
         self.device = device
-        self.offline = os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "True"} if offline is None else offline
+        self.offline = (
+            os.environ.get("HF_HUB_OFFLINE", "") in {"1", "true", "True"} if offline is None else offline
+        )
         self.num_threads = num_threads
         self._loaded: tuple[Any, Any, list[int]] | None = None
         self._lock = threading.Lock()
@@ -117,7 +119,9 @@ class HFCrossEncoderNLI:
                 if self.num_threads:
                     torch.set_num_threads(self.num_threads)
                 try:
-                    tokenizer = AutoTokenizer.from_pretrained(self.name_or_path, local_files_only=self.offline)
+                    tokenizer = AutoTokenizer.from_pretrained(
+                        self.name_or_path, local_files_only=self.offline
+                    )
                     model = AutoModelForSequenceClassification.from_pretrained(
                         self.name_or_path, local_files_only=self.offline
                     )

@@ -126,7 +126,9 @@ class LLMJudgeNLI:
         try:
             return parse_judgement(text).label
         except (ValueError, ValidationError) as exc:
-            logger.warning("NLI judge %s gave no valid label (%s): %.200r; using neutral", self.model, exc, text)
+            logger.warning(
+                "NLI judge %s gave no valid label (%s): %.200r; using neutral", self.model, exc, text
+            )
             return "neutral"
 
     def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:

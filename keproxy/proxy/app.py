@@ -9,10 +9,8 @@ routes all answer with OpenAI's error body.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
@@ -21,11 +19,11 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from keproxy import __version__
-from keproxy.editors.detection import CompositeDetector, get_detector
+from keproxy.editors.detection import CompositeDetector, DetectorResources, build_detector
 from keproxy.editors.registry import EditorRegistry, EditorResources
 from keproxy.errors import ConfigError, KeproxyError, error_body
 from keproxy.memory.embeddings import Embedder
-from keproxy.nli import NLIBackend, get_nli_backend
+from keproxy.nli import LazyNLIBackend
 from keproxy.proxy.router import router
 from keproxy.proxy.serving import ChatService
 from keproxy.settings import ModelRoute, Settings
@@ -48,36 +46,12 @@ def _openai_error(
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 
-def _build_detector(settings: Settings) -> CompositeDetector:
+def _build_detector(settings: Settings, resources: DetectorResources) -> CompositeDetector:
     """The configured detectors combined in order; raises ConfigError on an unknown name."""
     try:
-        detectors = [get_detector(name) for name in settings.detectors]
+        return build_detector(settings.detectors, resources)
     except KeyError as exc:
-        raise ConfigError(f"detectors: {exc.args[0]}") from None
-    return CompositeDetector(detectors)
-
-
-class _LazyNLI:
-    """The ``nli_backend`` NLI backend, made on its first ``predict`` (``keproxy.nli.get_nli_backend``), so
-    a missing or unused model never stops the app from starting. Thread-safe (editors call it from worker
-    threads); while the backend cannot be made, every call raises ConfigError naming the setting."""
-
-    def __init__(self, spec: str) -> None:
-        self.name = spec
-        self._backend: NLIBackend | None = None
-        self._lock = threading.Lock()
-
-    def _load(self) -> NLIBackend:
-        with self._lock:
-            if self._backend is None:
-                try:
-                    self._backend = get_nli_backend(self.name)
-                except ConfigError as exc:
-                    raise ConfigError(f"nli_backend {self.name!r}: {exc}", param="nli_backend") from exc
-            return self._backend
-
-    def predict(self, pairs: Sequence[tuple[str, str]]) -> Any:
-        return (self._backend or self._load()).predict(pairs)
+        raise ConfigError(f"detectors: {exc.args[0]}", param="detectors") from None
 
 
 def _routes(settings: Settings, local: LocalModelServer | None) -> tuple[list[ModelRoute], ModelRoute | None]:
@@ -111,12 +85,16 @@ def create_app(settings: Settings) -> FastAPI:
         routes, catch_all = _routes(settings, local)
         upstreams = UpstreamRouter(routes, catch_all=catch_all)
         embedder = Embedder.from_name_or_path(settings.embedding_model)
-        nli = _LazyNLI(settings.nli_backend) if settings.nli_backend else None
+        nli = LazyNLIBackend(settings.nli_backend) if settings.nli_backend else None
+        judge = {"model": settings.judge_model} if settings.judge_model else {}
+        detector_resources = DetectorResources(
+            encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge
+        )
         store = SQLiteTranscriptStore(settings.transcripts_path)
         app.state.service = ChatService(
             settings,
             upstreams,
-            _build_detector(settings),
+            _build_detector(settings, detector_resources),
             EditorRegistry(EditorResources(embedder=embedder, nli=nli, settings=settings)),
             store,
         )

@@ -142,7 +142,10 @@ class ChatService:
         messages = body["messages"]
 
         t0 = time.perf_counter()
-        corrections = self.detector.detect(messages)
+        if getattr(self.detector, "blocking", False):
+            corrections = await asyncio.to_thread(self.detector.detect, messages)
+        else:
+            corrections = self.detector.detect(messages)
         transcript = Transcript(
             request_id=request_id,
             created=self._clock(),

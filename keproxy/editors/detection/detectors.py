@@ -1,21 +1,27 @@
-"""The detectors: template, cue, and their composite; a registry of detector names."""
+"""The detectors: template, cue, and their composite; a registry of detector names and their factories."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from keproxy.editors.base import Correction, CorrectionDetector, message_text
+from keproxy.editors.detection.contradiction import ContradictionDetector, SentenceEncoder
 from keproxy.editors.detection.cue_parser import ground_old, parse_cues
 from keproxy.editors.detection.parsed import MAX_CONTEXT_CHARS, ParsedCorrection
 from keproxy.editors.detection.template_parser import parse_template
+from keproxy.nli import LazyNLIBackend
+from keproxy.nli.base import NLIBackend
 
 __all__ = [
     "DETECTORS",
     "CompositeDetector",
     "CueDetector",
+    "DetectorResources",
     "TemplateDetector",
+    "build_detector",
     "default_detector",
     "get_detector",
 ]
@@ -96,21 +102,112 @@ def _conflict(a: Correction, b: Correction) -> bool:
     return _overlaps(a.old, b.old) or _overlaps(a.new, b.new)
 
 
+def _agree(a: Correction, b: Correction) -> bool:
+    """Two corrections that state the same new fact: overlapping ``new`` ("she's fourteen" and
+    "fourteen"), whatever their ``old``."""
+    return _overlaps(a.new, b.new)
+
+
 class CompositeDetector:
     """Detector "composite": runs ``detectors`` in order and merges their corrections per user turn.
 
-    A template match covers the whole utterance, so on a turn where one is found the other detectors'
-    corrections are dropped. Otherwise corrections are taken by decreasing confidence (ties: earlier
-    detector, then earlier correction) and kept unless they conflict with one already kept (same or
-    overlapping ``old`` or ``new``, ignoring case), up to ``max_per_turn``. Output is in turn order and,
-    within a turn, in detector order. A detector that raises is logged and skipped.
+    1. A template match covers the whole utterance, so on a turn where one is found the other detectors'
+       corrections are dropped.
+    2. *Fallback* detectors (``fallback``: names; default: the detectors whose ``fallback`` attribute is
+       true, e.g. "contradiction") speak for a turn only when no other detector found a correction there;
+       otherwise their corrections only add evidence to the corrections they agree with (overlapping
+       ``new``) and are dropped if they agree with none. So they never change the spans the pattern
+       detectors read from the user's words, and never add facts to a turn those detectors covered.
+    3. Corrections of a turn that agree are pooled: confidence is the noisy-OR ``1 - prod(1 - w_d * c_d)``
+       over the detectors d that found the fact (c_d: that detector's best confidence, w_d:
+       ``weights[d]``, default 1), detector names are joined by "+" ("cue+contradiction"), and the spans
+       are those of the most confident non-fallback member that has an ``old`` (else the most confident
+       non-fallback member; among fallback-only groups the same rule on all members). A fact found once
+       keeps its correction, its confidence times its weight.
+    4. Facts are then taken by decreasing confidence (ties: earlier detector, then earlier correction) and
+       kept unless they conflict with one already kept (same or overlapping ``old`` or ``new``, ignoring
+       case), while at least ``min_confidence``, up to ``max_per_turn``.
+
+    Output is in turn order and, within a turn, in detector order. A detector that raises is logged and
+    skipped.
     """
 
     name = "composite"
 
-    def __init__(self, detectors: Sequence[CorrectionDetector], max_per_turn: int = 4) -> None:
+    def __init__(
+        self,
+        detectors: Sequence[CorrectionDetector],
+        max_per_turn: int = 4,
+        *,
+        weights: Mapping[str, float] | None = None,
+        min_confidence: float = 0.0,
+        fallback: Collection[str] | None = None,
+    ) -> None:
         self.detectors = tuple(detectors)
+        self.blocking = any(getattr(d, "blocking", False) for d in self.detectors)
         self.max_per_turn = max_per_turn
+        self.weights = dict(weights or {})
+        self.min_confidence = min_confidence
+        if fallback is None:
+            fallback = [d.name for d in self.detectors if getattr(d, "fallback", False) is True]
+        self.fallback = frozenset(fallback)
+
+    def _weighted(self, correction: Correction) -> float:
+        weight = self.weights.get(correction.detector, 1.0)
+        return min(max(weight * correction.confidence, 0.0), 1.0)
+
+    def _pool(self, members: list[tuple[int, Correction]]) -> tuple[int, Correction]:
+        """One (rank, correction) for a group of agreeing corrections, see the class docstring."""
+        if len(members) == 1:
+            rank, only = members[0]
+            if self.weights.get(only.detector, 1.0) == 1.0:
+                return rank, only
+            return rank, replace(only, confidence=round(self._weighted(only), 4))
+        best: dict[str, float] = {}
+        for _, c in members:
+            best[c.detector] = max(best.get(c.detector, 0.0), self._weighted(c))
+        miss = 1.0
+        for confidence in best.values():
+            miss *= 1.0 - confidence
+        primary = [m for m in members if m[1].detector not in self.fallback] or members
+        rank, head = min(primary, key=lambda m: (m[1].old is None, -self._weighted(m[1]), m[0]))
+        names = "+".join(dict.fromkeys(c.detector for _, c in sorted(members, key=lambda m: m[0])))
+        return rank, replace(head, detector=names, confidence=round(1.0 - miss, 4))
+
+    @staticmethod
+    def _group(items: list[tuple[int, Correction]]) -> list[list[tuple[int, Correction]]]:
+        groups: list[list[tuple[int, Correction]]] = []
+        for item in items:
+            home = next((g for g in groups if any(_agree(item[1], m[1]) for m in g)), None)
+            if home is None:
+                groups.append([item])
+            else:
+                home.append(item)
+        return groups
+
+    def _merge_turn(self, candidates: list[tuple[int, Correction]]) -> list[Correction]:
+        templated = [c for c in candidates if c[1].template is not None]
+        if templated:
+            candidates = templated
+        ordered = sorted(candidates, key=lambda c: (-self._weighted(c[1]), c[0]))
+        primary = [c for c in ordered if c[1].detector not in self.fallback]
+        if primary:
+            groups = self._group(primary)
+            for item in ordered:
+                if item[1].detector in self.fallback:
+                    home = next((g for g in groups if any(_agree(item[1], m[1]) for m in g)), None)
+                    if home is not None:
+                        home.append(item)
+        else:
+            groups = self._group(ordered)
+        pooled = sorted((self._pool(g) for g in groups), key=lambda c: (-c[1].confidence, c[0]))
+        kept: list[tuple[int, Correction]] = []
+        for item in pooled:
+            if item[1].confidence < self.min_confidence or len(kept) >= self.max_per_turn:
+                continue
+            if not any(_conflict(item[1], k[1]) for k in kept):
+                kept.append(item)
+        return [c for _, c in sorted(kept, key=lambda c: c[0])]
 
     def detect(self, messages: Sequence[Mapping[str, Any]]) -> list[Correction]:
         """Merged corrections of all detectors, see the class docstring; never raises."""
@@ -129,15 +226,7 @@ class CompositeDetector:
                 rank += 1
         out: list[Correction] = []
         for turn in sorted(by_turn):
-            candidates = by_turn[turn]
-            templated = [c for c in candidates if c[1].template is not None]
-            if templated:
-                candidates = templated
-            kept: list[tuple[int, Correction]] = []
-            for item in sorted(candidates, key=lambda c: (-c[1].confidence, c[0])):
-                if len(kept) < self.max_per_turn and not any(_conflict(item[1], k[1]) for k in kept):
-                    kept.append(item)
-            out.extend(c for _, c in sorted(kept, key=lambda c: c[0]))
+            out.extend(self._merge_turn(by_turn[turn]))
         return out
 
 
@@ -146,20 +235,84 @@ def default_detector() -> CompositeDetector:
     return CompositeDetector([TemplateDetector(), CueDetector()])
 
 
-#: Detector name -> factory. "composite" is :func:`default_detector` (template + cue).
-DETECTORS: dict[str, Callable[[], CorrectionDetector]] = {
-    "template": TemplateDetector,
-    "cue": CueDetector,
-    "composite": default_detector,
+@dataclass(frozen=True)
+class DetectorResources:
+    """Shared objects a detector factory may use; what is None is made by the factory when needed.
+
+    encoder: sentence embeddings for retrieval (an :class:`~keproxy.memory.embeddings.Embedder`); default:
+        the packaged all-MiniLM-L6-v2, loaded on first use.
+    nli: the NLI backend; default: ``keproxy.nli.get_nli_backend(nli_name)``, loaded on first use.
+    nli_name: the backend name used when ``nli`` is None.
+    contradiction: keyword arguments for :class:`~keproxy.editors.detection.contradiction.ContradictionDetector`
+        (``threshold``, ``min_similarity``, ``top_k``, ...): the threshold suits one NLI model only.
+    judge: keyword arguments for :class:`~keproxy.editors.detection.llm_judge.LLMJudgeDetector`
+        (``model``, ``mock_response``, ``timeout_s``, ...).
+    """
+
+    encoder: SentenceEncoder | None = None
+    nli: NLIBackend | None = None
+    nli_name: str = "local"
+    contradiction: Mapping[str, Any] = field(default_factory=dict)
+    judge: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _contradiction(resources: DetectorResources) -> CorrectionDetector:
+    encoder = resources.encoder
+    if encoder is None:
+        from keproxy.memory.embeddings import Embedder
+
+        encoder = Embedder.from_name_or_path()
+    return ContradictionDetector(
+        encoder, resources.nli or LazyNLIBackend(resources.nli_name, param="nli"), **resources.contradiction
+    )
+
+
+def _llm_judge(resources: DetectorResources) -> CorrectionDetector:
+    from keproxy.editors.detection.llm_judge import LLMJudgeDetector
+
+    return LLMJudgeDetector(**resources.judge)
+
+
+#: Detector name -> factory taking the shared resources. "composite" is :func:`default_detector`
+#: (template + cue); "contradiction" and "llm-judge" load nothing until they first detect.
+DETECTORS: dict[str, Callable[[DetectorResources], CorrectionDetector]] = {
+    "template": lambda _: TemplateDetector(),
+    "cue": lambda _: CueDetector(),
+    "composite": lambda _: default_detector(),
+    "contradiction": _contradiction,
+    "llm-judge": _llm_judge,
 }
 
 
-def get_detector(name: str) -> CorrectionDetector:
-    """A new detector called ``name``; raises KeyError naming the detectors that exist."""
+def get_detector(name: str, resources: DetectorResources | None = None) -> CorrectionDetector:
+    """A new detector called ``name``, built with ``resources`` (default: all made on demand).
+
+    Raises KeyError naming the detectors that exist.
+    """
     try:
         factory = DETECTORS[name]
     except (KeyError, TypeError):
         raise KeyError(
             f"unknown correction detector {name!r}; available: {', '.join(sorted(DETECTORS))}"
         ) from None
-    return factory()
+    return factory(resources or DetectorResources())
+
+
+def build_detector(
+    names: Sequence[str],
+    resources: DetectorResources | None = None,
+    *,
+    weights: Mapping[str, float] | None = None,
+    min_confidence: float = 0.0,
+    fallback: Collection[str] | None = None,
+) -> CompositeDetector:
+    """``CompositeDetector`` of the detectors ``names`` (in that order) sharing ``resources``; the other
+    arguments as for :class:`CompositeDetector`. Raises KeyError on an unknown name (see
+    :func:`get_detector`)."""
+    shared = resources or DetectorResources()
+    return CompositeDetector(
+        [get_detector(name, shared) for name in names],
+        weights=weights,
+        min_confidence=min_confidence,
+        fallback=fallback,
+    )
