@@ -38,7 +38,7 @@ from keproxy.train.nli_data import (
     keic_items,
     zsre_items,
 )
-from keproxy.train.nli_edits import ANTONYMS, contradiction_edit, entailment_edits
+from keproxy.train.nli_edits import ANTONYMS, contradiction_edit, entailment_edits, truncated_contradiction
 
 needs_shared_data = pytest.mark.skipif(
     shared_data_dir() is None, reason="the shared data folder (shared/data) is not present"
@@ -220,6 +220,20 @@ def test_entailment_edits_drop_a_trailing_phrase_or_a_clause() -> None:
         "Pip filled the basket with pears, and Fern carried the blanket."
     )
     assert entailment_edits("The bakery did not burn down in 1902.") == []
+    assert entailment_edits("After lunch, Grandma Fern told a story by the pond.") == [
+        "After lunch, Grandma Fern told a story.",
+        "Grandma Fern told a story by the pond.",
+    ]
+
+
+def test_truncated_contradiction_cuts_after_a_changed_value() -> None:
+    sentence = "My flight to Denver leaves on Tuesday morning."
+    assert truncated_contradiction(sentence, sentence.replace("Tuesday", "Friday")) == (
+        "My flight to Denver leaves on Friday."
+    )
+    # an adjective or a count is no place to end a sentence
+    assert truncated_contradiction("She saw a grey van outside.", "She saw a blue van outside.") is None
+    assert truncated_contradiction("He ate two pears and a loaf.", "He ate three pears and a loaf.") is None
 
 
 def test_edit_items_give_no_neutral_pairs_for_inconsistent_texts() -> None:

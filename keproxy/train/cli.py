@@ -20,7 +20,9 @@ from keproxy.train.nli import NLITrainConfig, train_nli
 __all__ = ["train_app"]
 
 train_app = typer.Typer(
-    help="Build keproxy's local models (build artifacts, not committed).", no_args_is_help=True, add_completion=False
+    help="Build keproxy's local models (build artifacts, not committed).",
+    no_args_is_help=True,
+    add_completion=False,
 )
 
 _DEFAULTS = NLITrainConfig()
@@ -44,7 +46,12 @@ def _scores_table(title: str, metrics: dict[str, Any], rows: dict[str, dict[str,
         table.add_column(f"{label} %", justify="right")
     for name, scores in rows.items():
         per = scores["per_class"]
-        table.add_row(name, str(scores["n"]), _pct(scores["accuracy"]), *(_pct(per[label]["accuracy"]) for label in LABELS))
+        table.add_row(
+            name,
+            str(scores["n"]),
+            _pct(scores["accuracy"]),
+            *(_pct(per[label]["accuracy"]) for label in LABELS),
+        )
     if len(rows) > 1:
         per = metrics["per_class"]
         table.add_row("all", str(metrics["n"]), _pct(metrics["accuracy"]), *(_pct(per[label]["accuracy"]) for label in LABELS),
@@ -71,7 +78,9 @@ def print_report(manifest: dict[str, Any], console: Console) -> None:
     console.print(_sizes_table(manifest["sizes"]))
     held, hand = manifest["metrics"]["heldout"], manifest["metrics"]["handmade"]
     console.print(_scores_table("Held-out pairs (groups never trained on)", held, held["per_source"]))
-    console.print(_scores_table("Hand-made pairs (keproxy/data/nli-handmade.jsonl)", hand, {"handmade": hand}))
+    console.print(
+        _scores_table("Hand-made pairs (keproxy/data/nli-handmade.jsonl)", hand, {"handmade": hand})
+    )
     training = manifest["training"]
     console.print(
         f"config hash {manifest['config_hash']}  seed {manifest['seed']}  "
@@ -87,12 +96,16 @@ def nli(
     out: Annotated[
         Path | None, typer.Option(help="Output folder [default: $KEPROXY_NLI_PATH or artifacts/nli-minilm].")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of data building, split, sampling and training.")] = _DEFAULTS.seed,
+    seed: Annotated[
+        int, typer.Option(help="Seed of data building, split, sampling and training.")
+    ] = _DEFAULTS.seed,
     max_pairs: Annotated[
         int, typer.Option(min=30, help="Training pairs (a third per label).")
     ] = _DEFAULTS.max_pairs,
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the training pairs.")] = _DEFAULTS.epochs,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the folder is up to date.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Rebuild even when the folder is up to date.")
+    ] = False,
 ) -> None:
     """Fine-tune all-MiniLM-L6-v2 as a 3-way NLI cross-encoder (the offline default NLI backend).
 
@@ -111,7 +124,9 @@ def nli(
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     if manifest.get("cached"):
-        console.print(f"{out or default_artifact_path()} is up to date (built {manifest['built_at']}); --force rebuilds")
+        console.print(
+            f"{out or default_artifact_path()} is up to date (built {manifest['built_at']}); --force rebuilds"
+        )
     print_report(manifest, console)
 
 

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 from keproxy.datasets import shared_data_dir
 from keproxy.editors.sentences import split_sentences
 from keproxy.nli.base import LABELS, Label
-from keproxy.train.nli_edits import contradiction_edit, entailment_edits, text_names
+from keproxy.train.nli_edits import contradiction_edit, entailment_edits, text_names, truncated_contradiction
 
 __all__ = [
     "DEFAULT_SHARES",
@@ -341,7 +341,12 @@ def keic_items(instances: Iterable[Mapping[str, Any]], rng: random.Random) -> li
         for line, question, answer in qa_other:
             answer_words, q_words = _content_words(answer), _content_words(question)
             scored = [
-                (_overlap(answer_words, _content_words(story[s:e])), len(q_words & _content_words(story[s:e])), s, e)
+                (
+                    _overlap(answer_words, _content_words(story[s:e])),
+                    len(q_words & _content_words(story[s:e])),
+                    s,
+                    e,
+                )
                 for s, e in bounds
             ]
             full = sorted((x for x in scored if x[0] == 1.0), key=lambda x: -x[1])
@@ -400,11 +405,18 @@ def edit_items(texts: Mapping[str, Sequence[Sequence[str]]], source: str, rng: r
         names = text_names([t for sentences in lists for t in sentences])
         for sentences in lists:
             consistent = not (sentences and sentences[0] == "!")
-            kept = [t for t in dict.fromkeys(sentences) if t != "!" and len(t.split()) >= 4 and not t.endswith("?")]
+            kept = [
+                t
+                for t in dict.fromkeys(sentences)
+                if t != "!" and len(t.split()) >= 4 and not t.endswith("?")
+            ]
             for i, sentence in enumerate(kept):
                 edited = contradiction_edit(sentence, rng, names)
                 if edited:
                     item.add(sentence, _prefixed(edited, rng), "contradiction", source)
+                    cut = truncated_contradiction(sentence, edited)
+                    if cut:
+                        item.add(sentence, cut, "contradiction", source)
                 for short in entailment_edits(sentence):
                     item.add(sentence, short, "entailment", source)
                     edited_short = contradiction_edit(short, rng, names)
@@ -432,7 +444,10 @@ def source_files(data_dir: Path | None = None) -> dict[str, list[Path]]:
             "the shared data folder (shared/data beside the repository) is missing; set KEPROXY_SHARED_DATA"
         )
     files = {
-        "counterfact": [root / "counterfact/counterfact-edit.json", root / "counterfact/counterfact-val.json"],
+        "counterfact": [
+            root / "counterfact/counterfact-edit.json",
+            root / "counterfact/counterfact-val.json",
+        ],
         "zsre": [root / "zsre/zsre_mend_eval_portability_gpt4.json"],
         "decode": [root / "decode/human-bot.jsonl", root / "decode/rct.jsonl"],
         "keic": [root / "keic-authored/dev.jsonl"],
@@ -578,11 +593,14 @@ def build_nli_data(
     rng = random.Random(f"{seed}:sample")
     train_by = _by_source_label(train_pool)
     quotas = {
-        label: _quotas(max_pairs // 3, {s: len(train_by[s][label]) for s in SOURCES}, shares) for label in LABELS
+        label: _quotas(max_pairs // 3, {s: len(train_by[s][label]) for s in SOURCES}, shares)
+        for label in LABELS
     }
     units: list[list[NLIPair]] = []
     for source in SOURCES:
-        units += _sample_source(train_by[source], {label: quotas[label].get(source, 0) for label in LABELS}, rng)
+        units += _sample_source(
+            train_by[source], {label: quotas[label].get(source, 0) for label in LABELS}, rng
+        )
     rng.shuffle(units)
     train = [pair for unit in units for pair in unit]
 

@@ -6,7 +6,8 @@ whole objects of templated sentences; these edits add the same contrast on free 
 
 - contradiction: the sentence with one number, time, day, month, colour or name (another of the same text)
   replaced by another, one word replaced by its opposite (:data:`ANTONYMS`), or a negation added or removed;
-- entailment: the sentence without its trailing phrase ("... on Tuesday") or without its second clause;
+- entailment: the sentence without its trailing phrase ("... on Tuesday"), its leading one ("After lunch, ...")
+  or its second clause; and, against shortness as a cue, the contradicting edit cut after the changed word;
 - neutral: another sentence of the same text (chosen by the caller).
 
 Edits are rule-based and seeded; a sentence with no editable word gives no contradiction.
@@ -19,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
-__all__ = ["ANTONYMS", "contradiction_edit", "entailment_edits", "text_names"]
+__all__ = ["ANTONYMS", "contradiction_edit", "entailment_edits", "text_names", "truncated_contradiction"]
 
 
 def _words(text: str) -> list[str]:
@@ -57,8 +58,12 @@ def _opposites(pairs: list[str]) -> dict[str, str]:
 #: Word -> its opposite (both directions; the first pair naming a word wins).
 ANTONYMS: Mapping[str, str] = MappingProxyType(_opposites(_PAIRS))
 
-_NEG_WORDS = re.compile(r"\b(?:not|never|no|n't|nobody|nothing|none|neither|nor|without)\b|n't\b", re.IGNORECASE)
-_MODAL = re.compile(r"\b(?:if|unless|whether|might|may|maybe|perhaps|probably|should|would|could)\b", re.IGNORECASE)
+_NEG_WORDS = re.compile(
+    r"\b(?:not|never|no|n't|nobody|nothing|none|neither|nor|without)\b|n't\b", re.IGNORECASE
+)
+_MODAL = re.compile(
+    r"\b(?:if|unless|whether|might|may|maybe|perhaps|probably|should|would|could)\b", re.IGNORECASE
+)
 _INSERT_NOT = re.compile(r"\b(is|was|are|were|am|can|will|must)\b(?! not\b)", re.IGNORECASE)
 _DO_SUPPORT = re.compile(
     r"(?:^|[,;]\s+|\b(?:and|but|so)\s+)(I|we|you|they)\s+(like|love|have|own|live|work|play|enjoy|want|need|know|eat|drink|go|watch|read|"
@@ -66,7 +71,10 @@ _DO_SUPPORT = re.compile(
     re.IGNORECASE,
 )
 _REMOVE_NEG = (
-    (re.compile(r"\b(is|was|are|were|am|can|will|must|did|does|do|had|has|have) not\b", re.IGNORECASE), r"\1"),
+    (
+        re.compile(r"\b(is|was|are|were|am|can|will|must|did|does|do|had|has|have) not\b", re.IGNORECASE),
+        r"\1",
+    ),
     (re.compile(r"\b(is|was|are|were|does|do|did|has|have|had)n't\b", re.IGNORECASE), r"\1"),
     (re.compile(r"\bcan(?:no|')t\b", re.IGNORECASE), "can"),
     (re.compile(r"\bwon't\b", re.IGNORECASE), "will"),
@@ -81,6 +89,11 @@ _PREPOSITION = re.compile(
 _END = re.compile(r"[.!]$")
 #: Words before a number that make it a bound ("more than 5"): changing the number need not contradict.
 _BOUND = re.compile(r"\b(?:than|least|most|over|under|to|fewer|more|less|up)\s+\W?$", re.IGNORECASE)
+# A short leading adverbial ("After lunch, ", "In 1998, ", "On Tuesday night, "): dropping it keeps an entailment.
+_LEADING = re.compile(
+    r"(?:after|before|in|on|at|during|by|later|then|that|this|every|last|next|one|on)\b[^,;:]{0,25},\s+(?=[A-Za-z])",
+    re.IGNORECASE,
+)
 _CLAUSE_CUT = re.compile(r"(?:,|;)\s+(?:and|but|so)\s+|;\s+")
 
 
@@ -121,7 +134,8 @@ def _swap_number(text: str, rng: random.Random) -> str | None:
     matches = [
         m
         for m in _NUMBER.finditer(text)
-        if not _TIME.search(text[max(0, m.start() - 3) : m.end() + 3]) and not _BOUND.search(text[: m.start()])
+        if not _TIME.search(text[max(0, m.start() - 3) : m.end() + 3])
+        and not _BOUND.search(text[: m.start()])
     ]
     if not matches:
         return None
@@ -194,7 +208,9 @@ _EDITS: tuple[Callable[[str, random.Random], str | None], ...] = (
 
 
 _NAME = re.compile(r"(?<=[a-z,;] )([A-Z][a-z]{2,})\b")
-_NOT_NAMES = frozenset(_DAYS + _MONTHS + _words("The This That These Those There Then When While After Before"))
+_NOT_NAMES = frozenset(
+    _DAYS + _MONTHS + _words("The This That These Those There Then When While After Before")
+)
 
 
 def text_names(sentences: Sequence[str]) -> list[str]:
@@ -251,4 +267,28 @@ def entailment_edits(sentence: str) -> list[str]:
     cut = _CLAUSE_CUT.search(sentence)
     if cut:
         out.append(sentence[: cut.start()].rstrip(",;") + ".")
+    lead = _LEADING.match(sentence)
+    if lead:
+        rest = sentence[lead.end() :]
+        out.append(rest[0].upper() + rest[1:])
     return [s for s in dict.fromkeys(out) if len(s.split()) >= 5 and s != sentence]
+
+
+_VALUE_WORD = re.compile(r"\d{1,2}[:.]\d{2}|1[89]\d\d|20\d\d")
+
+
+def truncated_contradiction(sentence: str, edited: str) -> str | None:
+    """``edited`` (a one-word substitution of ``sentence``) cut after the changed word when that word is a
+    time, a year or a capitalised name or day and more words follow: "leaves on Tuesday morning." -> "leaves
+    on Thursday." (a shorter hypothesis that still contradicts, so shortness is no cue for entailment). None
+    when that does not apply."""
+    old_words, new_words = sentence.split(), edited.split()
+    if len(old_words) != len(new_words):
+        return None
+    changed = [i for i, (a, b) in enumerate(zip(old_words, new_words, strict=True)) if a != b]
+    if len(changed) != 1 or changed[0] < 3 or changed[0] == len(new_words) - 1:
+        return None
+    word = new_words[changed[0]].rstrip(",;:.")
+    if not (_VALUE_WORD.fullmatch(word) or (word[:1].isupper() and word.isalpha())):
+        return None  # "a blue van" -> "a blue." would not be a sentence; a day, a name, a time or a year is
+    return " ".join(new_words[: changed[0] + 1]).rstrip(",;:") + "."
