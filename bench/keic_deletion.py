@@ -27,8 +27,8 @@ Usage (2 shared cores: run niced)::
     nice -n 10 .venv/bin/python bench/keic_deletion.py --out bench-out/keic_deletion.json
     nice -n 10 .venv/bin/python bench/keic_deletion.py --threshold 0.3,0.5,0.7 --stale none,0.9   # tuning grid
 
-``--threshold``, ``--sentence-threshold`` and ``--stale`` take comma lists; every combination is run (NLI
-predictions are cached across the grid) and reported.
+``--threshold``, ``--sentence-threshold``, ``--stale``, ``--lexical`` and ``--topic-gate`` take comma lists;
+every combination is run (NLI predictions are cached across the grid) and reported.
 """
 
 from __future__ import annotations
@@ -197,6 +197,7 @@ async def run_grid(args: argparse.Namespace) -> dict[str, Any]:
             _floats(args.sentence_threshold),
             _floats(args.stale, allow_none=True),
             lexical,
+            [part.strip().lower() in ("on", "true", "1") for part in args.topic_gate.split(",")],
         )
     )
     report: dict[str, Any] = {
@@ -209,12 +210,13 @@ async def run_grid(args: argparse.Namespace) -> dict[str, Any]:
         "dialogues": len(dialogues),
         "settings": [],
     }
-    for threshold, sentence_threshold, stale, lex in grid:
+    for threshold, sentence_threshold, stale, lex, gate in grid:
         options = {
             "threshold": threshold,
             "sentence_threshold": sentence_threshold,
             "stale_threshold": stale,
             "lexical": lex,
+            "topic_gate": gate,
         }
         editor = DeletionEditor(nli=nli, nli_options=options, locator=locator)
         rows: list[dict[str, Any]] = []
@@ -328,7 +330,7 @@ def format_summary(s: dict[str, Any]) -> str:
     o = s["options"]
     lines = [
         f"threshold={o['threshold']} sentence_threshold={o['sentence_threshold']} stale={o['stale_threshold']}"
-        f" lexical={o['lexical']}  (n={s['n']}, history_mentions_old={s['n_hmo']})"
+        f" lexical={o['lexical']} topic_gate={o['topic_gate']}  (n={s['n']}, history_mentions_old={s['n_hmo']})"
     ]
     for name in ("hmo", "other"):
         if name in s:
@@ -357,10 +359,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", type=int, default=3)
     parser.add_argument("--arrangements", default="cam,cba")
     parser.add_argument("--limit", type=int, default=0, help="first N instances only")
-    parser.add_argument("--threshold", default="0.5")
+    parser.add_argument("--threshold", default="0.9")
     parser.add_argument("--sentence-threshold", default="0.9")
     parser.add_argument("--stale", default="none")
     parser.add_argument("--lexical", default="on", help="comma list of on/off")
+    parser.add_argument("--topic-gate", default="on", help="comma list of on/off")
     parser.add_argument("--rows", action="store_true", help="keep every dialogue's row in the JSON")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)

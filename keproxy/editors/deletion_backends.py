@@ -326,6 +326,11 @@ class NLIJudge:
     (CUR 99%), and 4.7% of the other pairs are removed (1,116). The dev set is also where the rules were written and where part of the NLI
     model's training pairs come from: expect less on new data.
 
+    With ``topic_gate`` on (the default), a segment that shares no content word (:func:`content_words`) with
+    the fact nor with its ``replaced`` text is not scored: a sentence about something else cannot contradict
+    the fact, and skipping it keeps the NLI model's input near the size of the history (``bench/keic_deletion.py``
+    measures both the tokens and CUR with the gate on and off).
+
     Segments equal to the fact are skipped. Tokens charged: :func:`estimate_tokens` of every pair scored, +3
     per pair for the model's special tokens. The NLI model runs in a worker thread.
     """
@@ -341,6 +346,7 @@ class NLIJudge:
         stale_threshold: float | None = None,
         directions: Literal["both", "forward"] = "both",
         lexical: bool = True,
+        topic_gate: bool = True,
     ) -> None:
         for value in (threshold, sentence_threshold, stale_threshold):
             if value is not None and not 0.0 <= value <= 1.0:
@@ -351,6 +357,15 @@ class NLIJudge:
         self.stale_threshold = stale_threshold
         self.directions = directions
         self.lexical = lexical
+        self.topic_gate = topic_gate
+
+    def _on_topic(self, premise: str, fact: Fact) -> bool:
+        if not self.topic_gate:
+            return True
+        words = content_words(premise)
+        return bool(words & content_words(fact.text)) or bool(
+            fact.replaced and words & content_words(fact.replaced)
+        )
 
     def _lexical(self, turn: TurnView, fact: Fact) -> bool:
         if not (self.lexical and fact.replaced and turn.is_exchange):
@@ -388,7 +403,7 @@ class NLIJudge:
         pairs: list[tuple[str, str]] = []
         for n, turn in enumerate(turns):
             for part, premise in _segments(turn):
-                if premise.strip() == fact_key:
+                if premise.strip() == fact_key or not self._on_topic(premise, fact):
                     continue
                 more = self._pairs(premise, fact, part.position is None)
                 rows.append((n, part, len(pairs), len(more)))
