@@ -8,6 +8,7 @@ The tree::
      │    └── ModelNotFoundError      404 "invalid_request_error", code "model_not_found"
      ├── AuthenticationError          401 "authentication_error", code "invalid_api_key"
      ├── NotFoundError                404 "invalid_request_error", code "not_found"
+     │    └── EditNotFoundError       404 "invalid_request_error", code "edit_not_found"
      └── UpstreamError                502 "upstream_error" (the upstream failed or answered non-2xx)
           └── UpstreamTimeoutError    504 "upstream_error", code "upstream_timeout"
 
@@ -22,6 +23,7 @@ from typing import Any
 __all__ = [
     "AuthenticationError",
     "ConfigError",
+    "EditNotFoundError",
     "InvalidRequestError",
     "KeproxyError",
     "ModelNotFoundError",
@@ -71,6 +73,12 @@ class NotFoundError(KeproxyError):
     status_code = 404
     error_type = "invalid_request_error"
     code = "not_found"
+
+
+class EditNotFoundError(NotFoundError):
+    """No edit (or no such version of an edit) with that id for the tenant."""
+
+    code = "edit_not_found"
 
 
 class UpstreamError(KeproxyError):

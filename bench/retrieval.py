@@ -1,0 +1,164 @@
+"""Edit-memory retrieval benchmark: search latency, recall@1 and build cost of the FAISS index at scale.
+
+Not a test. Stored vectors are random unit vectors (d=384, seeded), standing in for MiniLM embeddings of edits;
+queries are noisy copies of stored vectors (Gaussian noise of norm ``--noise``, renormalised), as a paraphrase
+of an edit is close to the edit. For each size it builds
+
+- ``flat``: exact search (``IndexFlatIP`` in ``IndexIDMap2``, what keproxy uses below 50,000 edits);
+- ``hnsw``: keproxy's :class:`keproxy.memory.index.EditIndex` above its flat threshold (``IndexHNSWFlat``,
+  inner product, M=32, efConstruction=40, efSearch=64);
+- ``ivf`` (with ``--ivf``): ``IndexIVFFlat`` with sqrt(n)·4 lists, nprobe 32, for comparison,
+
+and reports per index: build time (s), resident memory added by the build (MiB), p50/p95 latency (ms) of a
+single-query search with k=1 and k=10 (embedding excluded; through ``EditIndex.search`` for flat and hnsw, so
+the id mapping is included), and recall@1 against exact flat search over ``--queries`` queries.
+
+    nice -n 10 .venv/bin/python bench/retrieval.py --sizes 100000,1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import faiss
+import numpy as np
+
+from keproxy.memory.index import EditIndex
+
+DIM = 384
+
+
+def rss_mib() -> float:
+    """Resident set size of this process in MiB (Linux /proc)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def random_unit(rng: np.random.Generator, n: int, chunk: int = 100_000) -> np.ndarray:
+    out = np.empty((n, DIM), dtype=np.float32)
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        out[start:stop] = unit(rng.standard_normal((stop - start, DIM), dtype=np.float32))
+    return out
+
+
+def latencies(search: Callable[[np.ndarray, int], Any], queries: np.ndarray, k: int) -> tuple[float, float]:
+    """p50 and p95 (ms) of single-query searches."""
+    times = []
+    for q in queries:
+        t0 = time.perf_counter()
+        search(q[None, :], k)
+        times.append((time.perf_counter() - t0) * 1000)
+    return float(np.percentile(times, 50)), float(np.percentile(times, 95))
+
+
+def build_edit_index(vectors: np.ndarray, ids: list[str], *, hnsw: bool, chunk: int = 50_000) -> EditIndex:
+    index = EditIndex(DIM, flat_threshold=0 if hnsw else len(vectors) + 1)
+    for start in range(0, len(vectors), chunk):
+        index.add(vectors[start : start + chunk], ids[start : start + chunk])
+    return index
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="100000,1000000", help="comma-separated numbers of edits")
+    parser.add_argument("--queries", type=int, default=1000, help="queries for recall@1")
+    parser.add_argument("--latency-queries", type=int, default=300, help="single queries timed per k")
+    parser.add_argument(
+        "--noise", type=float, default=0.6, help="norm of the Gaussian noise added to a query"
+    )
+    parser.add_argument("--threads", type=int, default=2, help="OpenMP threads for builds")
+    parser.add_argument("--ivf", action="store_true", help="also measure IndexIVFFlat")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    rows: list[tuple[Any, ...]] = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        rng = np.random.default_rng(args.seed)
+        vectors = random_unit(rng, n)
+        ids = [f"edit_{i:024x}" for i in range(n)]
+        source = rng.choice(n, size=args.queries, replace=False)
+        noise = rng.standard_normal((args.queries, DIM), dtype=np.float32)
+        noise *= args.noise / np.linalg.norm(noise, axis=1, keepdims=True)
+        queries = unit(vectors[source] + noise)
+        timed = queries[: args.latency_queries]
+
+        truth: np.ndarray | None = None
+        for name in ("flat", "hnsw", "ivf"):
+            if name == "ivf" and not args.ivf:
+                continue
+            gc.collect()
+            faiss.omp_set_num_threads(args.threads)
+            before = rss_mib()
+            t0 = time.perf_counter()
+            if name == "ivf":
+                nlist = 4 * int(math.sqrt(n))
+                quantizer = faiss.IndexFlatIP(DIM)
+                ivf = faiss.IndexIVFFlat(quantizer, DIM, nlist, faiss.METRIC_INNER_PRODUCT)
+                train = vectors[rng.choice(n, size=min(n, 40 * nlist), replace=False)]
+                ivf.train(train)
+                ivf.add(vectors)
+                ivf.nprobe = 32
+
+                def ivf_search(q: np.ndarray, k: int, ivf: Any = ivf) -> tuple[np.ndarray, np.ndarray]:
+                    return ivf.search(q, k)  # type: ignore[no-any-return]
+
+                search: Callable[[np.ndarray, int], Any] = ivf_search
+                holder: Any = (ivf, quantizer)
+            else:
+                index = build_edit_index(vectors, ids, hnsw=name == "hnsw")
+                search = index.search
+                holder = index
+            build_s = time.perf_counter() - t0
+            memory = rss_mib() - before
+            faiss.omp_set_num_threads(1)
+            # recall@1 against exact flat search
+            if name == "ivf":
+                _, found = holder[0].search(queries, 1)
+                top = found[:, 0]
+            else:
+                _, found_ids = holder.search(queries, 1)
+                top = np.array([int(r[0][5:], 16) if r else -1 for r in found_ids])
+            if truth is None:
+                truth = top
+            recall = float(np.mean(top == truth))
+            p = {k: latencies(search, timed, k) for k in (1, 10)}
+            rows.append((n, name, build_s, memory, p[1][0], p[1][1], p[10][0], p[10][1], recall))
+            print(_row(*rows[-1]), flush=True)
+            del holder, search
+        del vectors
+        gc.collect()
+
+    print()
+    print(f"d={DIM}, {args.queries} queries (noise norm {args.noise}), single-query latency over "
+          f"{args.latency_queries} queries on 1 thread; builds on {args.threads} threads")  # fmt: skip
+    print()
+    print("| edits | index | build (s) | memory (MiB) | p50 k=1 (ms) | p95 k=1 (ms) | p50 k=10 (ms) "
+          "| p95 k=10 (ms) | recall@1 vs flat |")  # fmt: skip
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(_row(*row))
+
+
+def _row(n: int, name: str, build_s: float, memory: float, *rest: float) -> str:
+    a, b, c, d, recall = rest
+    return (f"| {n:,} | {name} | {build_s:.1f} | {memory:.0f} | {a:.2f} | {b:.2f} | {c:.2f} | {d:.2f} "
+            f"| {recall:.3f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,393 @@
+"""The FAISS index of the edit memory: edit embeddings, searched by inner product.
+
+Vectors are L2-normalised sentence embeddings (all-MiniLM-L6-v2: float32, 384 dimensions), so the inner
+product is the cosine similarity postEdit's retriever ranks by (postEdit §4.3, Eq. 7: dot product of SBERT
+embeddings). Up to ``flat_threshold`` vectors (default 50,000) the index is exact (``IndexFlatIP``); above it
+it becomes an HNSW graph (``IndexHNSWFlat``, ``METRIC_INNER_PRODUCT``), built from the flat index's vectors
+when the threshold is crossed. Either sits in an ``IndexIDMap2``: FAISS int64 ids map to edit ids through a
+dict kept beside it, and each entry carries a ``tag`` (the edit memory stores ``(tenant, scope, scope_id)``)
+that search-time filters read without touching the store.
+
+HNSW cannot delete vectors: a removed or replaced edit's vector stays in the graph as a tombstone (its FAISS id
+no longer maps to an edit, so search skips it) until tombstones reach ``compact_ratio`` of the graph, when the
+index is rebuilt from the live vectors. Not thread-safe: :class:`keproxy.memory.memory.EditMemory` locks it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Collection, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import faiss
+import numpy as np
+
+_faiss: Any = faiss  # the type stubs lack some of the SWIG classes (SearchParametersHNSW)
+
+if TYPE_CHECKING:
+    from keproxy.memory.embeddings import Embedder
+    from keproxy.memory.store import EditStore
+
+__all__ = ["DEFAULT_FLAT_THRESHOLD", "EditIndex", "Tag"]
+
+#: Vectors above which the index switches from exact flat search to HNSW.
+DEFAULT_FLAT_THRESHOLD = 50_000
+#: A search-time label per entry; JSON-serialisable (the edit memory uses [tenant, scope, scope_id]).
+Tag = tuple[str, ...] | tuple[str, str, str | None]
+_INDEX_FILE = "index.faiss"
+_MAP_FILE = "ids.json"
+_FORMAT = 1
+
+
+class EditIndex:
+    """Edit embeddings ↔ edit ids, searched by inner product (exact below ``flat_threshold``, HNSW above).
+
+    dim: embedding size (384 for MiniLM). hnsw_m: HNSW graph degree M; ef_construction / ef_search: HNSW
+    beam widths at build / query time (query time uses max(ef_search, k)). compact_ratio: share of
+    tombstones in an HNSW graph that triggers a rebuild from the live vectors.
+
+    ``change_seq`` and ``store_id`` record which state of which store the index reflects (see
+    :meth:`keproxy.memory.store.EditStore.change_seq`); ``model`` names the embedding model; all three are
+    saved with the index.
+    """
+
+    def __init__(
+        self,
+        dim: int = 384,
+        *,
+        flat_threshold: int = DEFAULT_FLAT_THRESHOLD,
+        hnsw_m: int = 32,
+        ef_construction: int = 40,
+        ef_search: int = 64,
+        compact_ratio: float = 0.25,
+    ) -> None:
+        if dim < 1 or flat_threshold < 0 or not 0 < compact_ratio <= 1:
+            raise ValueError("dim must be >= 1, flat_threshold >= 0 and 0 < compact_ratio <= 1")
+        self.dim = dim
+        self.flat_threshold = flat_threshold
+        self.hnsw_m = hnsw_m
+        self.ef_construction = ef_construction
+        self.ef_search = ef_search
+        self.compact_ratio = compact_ratio
+        self.change_seq = 0
+        self.store_id: str | None = None
+        self.model: str | None = None
+        self._index: Any = self._new_index(hnsw=False)
+        self._hnsw = False
+        self._next_id = 0
+        self._fid: dict[str, int] = {}  # edit id -> FAISS id
+        self._eid: dict[int, str] = {}  # FAISS id -> edit id (live entries only)
+        self._tags: dict[int, Tag] = {}  # FAISS id -> tag
+        self._by_tag: dict[Tag, set[int]] = {}  # tag -> FAISS ids (live)
+
+    # -- construction ----------------------------------------------------------------------------------------
+
+    def _new_index(self, *, hnsw: bool) -> Any:
+        inner: Any
+        if hnsw:
+            inner = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            inner.hnsw.efConstruction = self.ef_construction
+            inner.hnsw.efSearch = self.ef_search
+        else:
+            inner = faiss.IndexFlatIP(self.dim)
+        return faiss.IndexIDMap2(inner)  # the wrapper keeps a reference to ``inner``
+
+    @property
+    def kind(self) -> str:
+        """ "flat" or "hnsw"."""
+        return "hnsw" if self._hnsw else "flat"
+
+    def __len__(self) -> int:
+        """Number of live (searchable) edits."""
+        return len(self._eid)
+
+    def __contains__(self, edit_id: object) -> bool:
+        return edit_id in self._fid
+
+    @property
+    def tombstones(self) -> int:
+        """Vectors still in the HNSW graph whose edit was removed or replaced."""
+        return int(self._index.ntotal) - len(self._eid)
+
+    def tag(self, edit_id: str) -> Tag | None:
+        """The tag stored with ``edit_id`` (None when absent)."""
+        fid = self._fid.get(edit_id)
+        return None if fid is None else self._tags[fid]
+
+    def vector(self, edit_id: str) -> np.ndarray:
+        """The stored vector of ``edit_id``: float32 (dim,). Raises KeyError when absent."""
+        return np.asarray(self._index.reconstruct(self._fid[edit_id]), dtype=np.float32)
+
+    def _check(self, vectors: np.ndarray) -> np.ndarray:
+        array = np.ascontiguousarray(vectors, dtype=np.float32)
+        if array.ndim == 1:
+            array = array[None, :]
+        if array.ndim != 2 or array.shape[1] != self.dim:
+            raise ValueError(f"vectors must have shape (n, {self.dim}), got {tuple(np.shape(vectors))}")
+        return array
+
+    def _live_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(vectors float32 (n, dim), FAISS ids int64 (n,)) of the live entries, read from the index storage."""
+        inner: Any = faiss.downcast_index(self._index.index)
+        storage: Any = faiss.downcast_index(inner.storage) if self._hnsw else inner
+        n = int(storage.ntotal)
+        codes = faiss.vector_to_array(storage.codes).view(np.float32).reshape(n, self.dim)
+        ids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
+        keep = np.fromiter((int(i) in self._eid for i in ids), dtype=bool, count=n)
+        return codes[keep], ids[keep]
+
+    def _rebuild_from_live(self, *, hnsw: bool) -> None:
+        vectors, ids = self._live_arrays()
+        vectors = vectors.copy()
+        self._index = self._new_index(hnsw=hnsw)
+        self._hnsw = hnsw
+        if len(ids):
+            self._index.add_with_ids(vectors, ids)
+
+    # -- changes ---------------------------------------------------------------------------------------------
+
+    def add(self, vectors: np.ndarray, edit_ids: Sequence[str], tags: Sequence[Tag] | None = None) -> None:
+        """Add (or replace) the vectors of ``edit_ids``: float32 (n, dim), L2-normalised rows; ``tags``: one
+        per id (default: empty). Switches to HNSW when the live count passes ``flat_threshold``.
+
+        Raises ValueError on a shape mismatch or duplicate ids.
+        """
+        array = self._check(vectors)
+        if len(edit_ids) != len(array) or (tags is not None and len(tags) != len(array)):
+            raise ValueError("need one edit id (and one tag) per vector")
+        if len(set(edit_ids)) != len(edit_ids):
+            raise ValueError("duplicate edit ids in one add")
+        self.remove([e for e in edit_ids if e in self._fid], compact=False)
+        fids = np.arange(self._next_id, self._next_id + len(array), dtype=np.int64)
+        self._next_id += len(array)
+        for i, (fid, edit_id) in enumerate(zip(fids.tolist(), edit_ids, strict=True)):
+            self._fid[edit_id] = fid
+            self._eid[fid] = edit_id
+            tag: Tag = tuple(tags[i]) if tags is not None else ()  # type: ignore[arg-type]
+            self._tags[fid] = tag
+            self._by_tag.setdefault(tag, set()).add(fid)
+        if not self._hnsw and len(self._eid) > self.flat_threshold:
+            self._rebuild_from_live(hnsw=True)  # the new ids are in the maps but not yet in the index
+        self._index.add_with_ids(array, fids)
+        self._maybe_compact()
+
+    def remove(self, edit_ids: Iterable[str], *, compact: bool = True) -> int:
+        """Remove the vectors of ``edit_ids`` (unknown ids are ignored); the number removed."""
+        fids = [self._fid.pop(e) for e in edit_ids if e in self._fid]
+        for fid in fids:
+            del self._eid[fid]
+            tag = self._tags.pop(fid)
+            members = self._by_tag[tag]
+            members.discard(fid)
+            if not members:
+                del self._by_tag[tag]
+        if fids and not self._hnsw:
+            self._index.remove_ids(np.asarray(fids, dtype=np.int64))
+        if compact:
+            self._maybe_compact()
+        return len(fids)
+
+    def _maybe_compact(self) -> None:
+        total = int(self._index.ntotal)
+        if self._hnsw and total and self.tombstones / total >= self.compact_ratio:
+            self._rebuild_from_live(hnsw=len(self._eid) > self.flat_threshold)
+
+    def clear(self) -> None:
+        """Remove everything (keeps the parameters; resets change_seq)."""
+        self._index = self._new_index(hnsw=False)
+        self._hnsw = False
+        self._fid.clear()
+        self._eid.clear()
+        self._tags.clear()
+        self._by_tag.clear()
+        self.change_seq = 0
+
+    # -- search ----------------------------------------------------------------------------------------------
+
+    def _raw_search(self, array: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._hnsw:
+            params = _faiss.SearchParametersHNSW()
+            params.efSearch = max(self.ef_search, k)
+            return self._index.search(array, k, params=params)
+        return self._index.search(array, k)
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, list[list[str]]]:
+        """The ``k`` nearest edits of each query vector.
+
+        vectors: float32 (n, dim) (or (dim,)), L2-normalised. Returns (scores float32 (n, <=k) inner products
+        best first, edit ids per query); a row has fewer than ``k`` hits when the index holds fewer.
+        """
+        hits = self.search_filtered(vectors, k)
+        width = max((len(h) for h in hits), default=0)
+        scores = np.full((len(hits), width), -np.inf, dtype=np.float32)
+        for row, row_hits in enumerate(hits):
+            scores[row, : len(row_hits)] = [s for s, _ in row_hits]
+        return scores, [[e for _, e in row_hits] for row_hits in hits]
+
+    def search_filtered(
+        self,
+        vectors: np.ndarray,
+        k: int,
+        accept: Callable[[str, Tag], bool] | None = None,
+        *,
+        tags: Collection[Tag] | None = None,
+        overfetch: int = 4,
+        exact_below: int = 2048,
+    ) -> list[list[tuple[float, str]]]:
+        """The ``k`` best ``(score, edit id)`` pairs per query among the entries whose tag is in ``tags`` and
+        that ``accept(edit_id, tag)`` admits (None: no such condition), best first.
+
+        Filtering is exact: when ``tags`` admit at most ``exact_below`` entries, those are scored exactly
+        (brute force over their vectors); otherwise each query searches ``k * overfetch`` neighbours, then 4×
+        more, and so on, until it has ``k`` admitted hits or has seen the whole index. With HNSW the candidates
+        of the second path are approximate, as usual.
+        """
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        array = self._check(vectors)
+        if tags is not None:
+            allowed = frozenset(tags)
+            members = [fid for tag in allowed for fid in self._by_tag.get(tag, ())]
+            if len(members) <= exact_below:
+                return self._exact(array, k, members, accept)
+            accept = _and_tags(accept, allowed)
+        results: list[list[tuple[float, str]]] = [[] for _ in range(len(array))]
+        pending = list(range(len(array)))
+        total = int(self._index.ntotal)
+        fetch = min(total, k if accept is None and not self.tombstones else k * max(1, overfetch))
+        while pending and fetch > 0:
+            scores, fids = self._raw_search(array[pending], fetch)
+            still: list[int] = []
+            for row, query in enumerate(pending):
+                hits: list[tuple[float, str]] = []
+                for score, fid in zip(scores[row].tolist(), fids[row].tolist(), strict=True):
+                    edit_id = self._eid.get(fid)
+                    if edit_id is None or (accept is not None and not accept(edit_id, self._tags[fid])):
+                        continue
+                    hits.append((float(score), edit_id))
+                    if len(hits) == k:
+                        break
+                results[query] = hits
+                if len(hits) < k and fetch < total:
+                    still.append(query)
+            pending = still
+            fetch = min(total, fetch * 4)
+        return results
+
+    def _exact(
+        self, array: np.ndarray, k: int, fids: list[int], accept: Callable[[str, Tag], bool] | None
+    ) -> list[list[tuple[float, str]]]:
+        if accept is not None:
+            fids = [f for f in fids if accept(self._eid[f], self._tags[f])]
+        if not fids:
+            return [[] for _ in range(len(array))]
+        stored = np.stack([self._index.reconstruct(f) for f in fids]).astype(np.float32)
+        scores = array @ stored.T
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        return [
+            [(float(scores[q, j]), self._eid[fids[j]]) for j in row] for q, row in enumerate(top.tolist())
+        ]
+
+    # -- persistence -----------------------------------------------------------------------------------------
+
+    def save(self, directory: Path | str) -> None:
+        """Write ``index.faiss`` (faiss.write_index) and ``ids.json`` (id map, tags, change_seq, store_id,
+        model, parameters) into ``directory`` (created when missing), each atomically (write then rename)."""
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp_index = folder / f".{_INDEX_FILE}.tmp"
+        faiss.write_index(self._index, str(tmp_index))
+        meta = {
+            "format": _FORMAT,
+            "dim": self.dim,
+            "kind": self.kind,
+            "next_id": self._next_id,
+            "change_seq": self.change_seq,
+            "store_id": self.store_id,
+            "model": self.model,
+            "params": {"flat_threshold": self.flat_threshold, "hnsw_m": self.hnsw_m,
+                       "ef_construction": self.ef_construction, "ef_search": self.ef_search},
+            "entries": [[fid, edit_id, list(self._tags[fid])] for fid, edit_id in self._eid.items()],
+        }  # fmt: skip
+        tmp_map = folder / f".{_MAP_FILE}.tmp"
+        tmp_map.write_text(json.dumps(meta, separators=(",", ":")))
+        os.replace(tmp_index, folder / _INDEX_FILE)
+        os.replace(tmp_map, folder / _MAP_FILE)
+
+    @classmethod
+    def load(cls, directory: Path | str, **params: Any) -> EditIndex:
+        """The index saved in ``directory``; ``params`` override the saved parameters (not ``dim``).
+
+        Raises FileNotFoundError when a file is missing, ValueError when they are unreadable or disagree.
+        """
+        folder = Path(directory)
+        try:
+            meta = json.loads((folder / _MAP_FILE).read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"unreadable {folder / _MAP_FILE}: {exc}") from None
+        if meta.get("format") != _FORMAT:
+            raise ValueError(f"{folder / _MAP_FILE}: unknown format {meta.get('format')!r}")
+        if not (folder / _INDEX_FILE).is_file():
+            raise FileNotFoundError(folder / _INDEX_FILE)
+        index = cls(meta["dim"], **{**meta["params"], **params})
+        raw: Any = faiss.read_index(str(folder / _INDEX_FILE))
+        if type(raw).__name__ != "IndexIDMap2" or raw.d != index.dim:
+            raise ValueError(f"{folder / _INDEX_FILE} is not an IndexIDMap2 of dimension {index.dim}")
+        index._index = raw
+        index._hnsw = meta["kind"] == "hnsw"
+        if index._hnsw:
+            inner: Any = faiss.downcast_index(raw.index)
+            inner.hnsw.efSearch = index.ef_search
+        index._next_id = int(meta["next_id"])
+        index.change_seq = int(meta["change_seq"])
+        index.store_id = meta.get("store_id")
+        index.model = meta.get("model")
+        for fid, edit_id, tag in meta["entries"]:
+            index._fid[edit_id] = fid
+            index._eid[fid] = edit_id
+            index._tags[fid] = tuple(tag)
+            index._by_tag.setdefault(tuple(tag), set()).add(fid)
+        if int(raw.ntotal) < len(index._eid):
+            raise ValueError(f"{folder}: the id map lists more edits than the index holds")
+        return index
+
+    def rebuild(self, store: EditStore, embedder: Embedder, *, batch: int = 256) -> None:
+        """Empty the index and add every active edit of ``store`` (embedding ``Edit.query_text`` with
+        ``embedder``, ``batch`` at a time); records the store's ``change_seq``, ``store_id`` and the model."""
+        self.clear()
+        seq = store.change_seq()
+        chunk: list[Any] = []
+        for edit in store.all_active():
+            chunk.append(edit)
+            if len(chunk) >= batch:
+                self._add_edits(chunk, embedder)
+                chunk = []
+        if chunk:
+            self._add_edits(chunk, embedder)
+        self.change_seq = seq
+        self.store_id = store.store_id
+        self.model = embedder.name_or_path
+
+    def _add_edits(self, edits: Sequence[Any], embedder: Embedder) -> None:
+        vectors = embedder.encode([e.query_text for e in edits])
+        self.add(vectors, [e.id for e in edits], [edit_tag(e) for e in edits])
+
+    def __repr__(self) -> str:
+        return (
+            f"EditIndex(kind={self.kind!r}, edits={len(self)}, dim={self.dim}, change_seq={self.change_seq})"
+        )
+
+
+def _and_tags(
+    accept: Callable[[str, Tag], bool] | None, allowed: frozenset[Tag]
+) -> Callable[[str, Tag], bool]:
+    if accept is None:
+        return lambda _edit_id, tag: tag in allowed
+    return lambda edit_id, tag: tag in allowed and accept(edit_id, tag)
+
+
+def edit_tag(edit: Any) -> Tag:
+    """The tag the edit memory stores with an edit: (tenant, scope, scope_id)."""
+    return (edit.tenant, edit.scope, edit.scope_id)

@@ -1,0 +1,310 @@
+"""The edit memory: the edit store, the embedder and the FAISS index kept in step (postEdit §4.1, M_e + f_retr).
+
+:class:`EditMemory` mirrors the store's methods (``add``, ``get``, ``update``, ``delete``, ``list``,
+``versions``, ``rollback``) and implements :class:`keproxy.memory.edits.EditRetriever`: ``retrieve`` embeds
+the query with all-MiniLM-L6-v2 and ranks edits by the dot product of L2-normalised embeddings (postEdit
+§4.3, Eq. 7; App. A: "all-MiniLM-L6-v2 ... dot product as the similarity function").
+
+Scope filtering is exact, not best-effort: the index keeps ``(tenant, scope, scope_id)`` with every vector;
+retrieval over-fetches ``k × overfetch`` neighbours and grows the fetch until it has ``k`` edits that the
+requester's :class:`EditScope` allows (or the index is exhausted) — or, when the requester can see few edits
+(``exact_below``), scores exactly those — then re-checks each hit against the store's current edit with
+:meth:`EditScope.allows`. One user's or session's edits are never returned for
+another, and tenants never cross.
+
+The index follows the store through the store's change log: after every write through this object, and
+before every retrieval, the changes since the index's ``change_seq`` are applied (so writes by another
+process, e.g. ``keproxy edits import``, are picked up too). The index is persisted under ``index_dir`` at
+:meth:`EditMemory.close` (and after a rebuild); on opening it is loaded and caught up, or rebuilt from the
+store when missing, unreadable, built from another store or another model, or ahead of the store.
+
+The index and the model load lazily, on the first retrieval: CRUD alone never loads the model. Every method
+is synchronous and thread-safe; async callers use ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from keproxy.errors import EditNotFoundError
+from keproxy.memory.edits import Edit, EditKind, EditScope, EditScopeKind, EditSource, RetrievedEdit
+from keproxy.memory.embeddings import Embedder
+from keproxy.memory.index import DEFAULT_FLAT_THRESHOLD, EditIndex, Tag, edit_tag
+from keproxy.memory.store import EditStore, SQLiteEditStore
+
+__all__ = ["EditMemory"]
+
+logger = logging.getLogger("keproxy.memory")
+
+IndexState = Literal["unloaded", "new", "loaded", "rebuilt"]
+
+
+def scope_tags(scope: EditScope) -> frozenset[Tag]:
+    """The index tags whose edits ``scope`` may see (active edits only are indexed)."""
+    tags: set[Tag] = {(scope.tenant, "global", None)}
+    if scope.user is not None:
+        tags.add((scope.tenant, "user", scope.user))
+    if scope.session is not None:
+        tags.add((scope.tenant, "session", scope.session))
+    return frozenset(tags)
+
+
+class EditMemory:
+    """Edits in ``store``, retrievable by similarity through a FAISS index of their ``embedder`` embeddings.
+
+    index_dir: where the index is saved and loaded (None: in memory only, rebuilt on every open).
+    flat_threshold: edits above which the index switches from exact search to HNSW.
+    overfetch: first fetch of a filtered search, as a multiple of k.
+    exact_below: a requester who can see at most this many edits gets them scored exactly (brute force)
+    instead of through the over-fetching index search (see :meth:`EditIndex.search_filtered`).
+    min_score: default minimum cosine score of a retrieved edit (None: no minimum).
+    """
+
+    def __init__(
+        self,
+        store: EditStore,
+        embedder: Embedder,
+        *,
+        index_dir: Path | str | None = None,
+        flat_threshold: int = DEFAULT_FLAT_THRESHOLD,
+        overfetch: int = 4,
+        exact_below: int = 2048,
+        min_score: float | None = None,
+    ) -> None:
+        if overfetch < 1:
+            raise ValueError("overfetch must be >= 1")
+        self.store = store
+        self.embedder = embedder
+        self.index_dir = Path(index_dir) if index_dir is not None else None
+        self.flat_threshold = flat_threshold
+        self.overfetch = overfetch
+        self.exact_below = exact_below
+        self.min_score = min_score
+        self.index_state: IndexState = "unloaded"
+        """How the index was obtained: "unloaded" (not yet needed), "new" (no saved index: built from the
+        store), "loaded" (saved index, caught up), "rebuilt" (saved index unusable: built from the store)."""
+        self._index: EditIndex | None = None
+        self._lock = threading.RLock()
+
+    @classmethod
+    def open(
+        cls, path: Path | str, embedder: Embedder | None = None, *, index_dir: Path | str | None = None,
+        **kwargs: Any,
+    ) -> EditMemory:  # fmt: skip
+        """An edit memory on the SQLite store at ``path`` (index under ``index_dir``; default embedder: the
+        packaged all-MiniLM-L6-v2). ``kwargs`` go to the constructor."""
+        embedder = embedder or Embedder.from_name_or_path(None)
+        return cls(SQLiteEditStore(path), embedder, index_dir=index_dir, **kwargs)
+
+    # -- the index -------------------------------------------------------------------------------------------
+
+    @property
+    def index(self) -> EditIndex:
+        """The index, loaded (or built) and caught up with the store. Loads the model when it must embed."""
+        with self._lock:
+            if self._index is None:
+                self._index = self._open_index()
+            self._catch_up(self._index)
+            return self._index
+
+    def _open_index(self) -> EditIndex:
+        if self.index_dir is not None and (self.index_dir / "ids.json").is_file():
+            try:
+                index = EditIndex.load(self.index_dir, flat_threshold=self.flat_threshold)
+            except (OSError, ValueError, KeyError, RuntimeError) as exc:
+                logger.warning("edit index in %s unreadable (%s): rebuilding", self.index_dir, exc)
+            else:
+                reason = self._stale_reason(index)
+                if reason is None:
+                    self.index_state = "loaded"
+                    return index
+                logger.info("edit index in %s %s: rebuilding", self.index_dir, reason)
+            self.index_state = "rebuilt"
+        else:
+            self.index_state = "new"
+        index = EditIndex(self.embedder.dimension, flat_threshold=self.flat_threshold)
+        index.rebuild(self.store, self.embedder)
+        if self.index_dir is not None:
+            index.save(self.index_dir)
+        return index
+
+    def _stale_reason(self, index: EditIndex) -> str | None:
+        """Why a saved index cannot be caught up (None: it can)."""
+        if index.store_id != self.store.store_id:
+            return "was built from another store"
+        if index.model != self.embedder.name_or_path:
+            return f"was built with model {index.model!r}"
+        if index.change_seq > self.store.change_seq():
+            return "is ahead of the store"
+        return None
+
+    def _catch_up(self, index: EditIndex, page: int = 5000) -> int:
+        """Apply the store's changes since ``index.change_seq``; the number of edits re-indexed or removed."""
+        touched = 0
+        while True:
+            changes = self.store.changes_since(index.change_seq, limit=page)
+            if not changes:
+                return touched
+            tenant_of = {c.edit_id: c.tenant for c in changes}
+            by_tenant: dict[str, builtins.list[str]] = {}
+            for edit_id, tenant in tenant_of.items():
+                by_tenant.setdefault(tenant, []).append(edit_id)
+            current: dict[str, Edit] = {}
+            for tenant, ids in by_tenant.items():
+                current.update(self.store.get_many(tenant, ids))
+            gone = [e for e in tenant_of if e not in current or not current[e].active]
+            index.remove(gone)
+            fresh = [e for e in current.values() if e.active]
+            if fresh:
+                vectors = self.embedder.encode([e.query_text for e in fresh])
+                keep = [
+                    i
+                    for i, edit in enumerate(fresh)
+                    if not (
+                        edit.id in index
+                        and index.tag(edit.id) == edit_tag(edit)
+                        and np.array_equal(index.vector(edit.id), vectors[i])
+                    )
+                ]
+                if keep:
+                    index.add(vectors[keep], [fresh[i].id for i in keep], [edit_tag(fresh[i]) for i in keep])
+            index.change_seq = changes[-1].seq
+            touched += len(tenant_of)
+
+    def _after_write(self) -> None:
+        with self._lock:
+            if self._index is not None:
+                self._catch_up(self._index)
+
+    def rebuild(self) -> None:
+        """Rebuild the index from the store (embedding every active edit) and save it."""
+        with self._lock:
+            index = EditIndex(self.embedder.dimension, flat_threshold=self.flat_threshold)
+            index.rebuild(self.store, self.embedder)
+            self._index = index
+            self.index_state = "rebuilt"
+            self.save()
+
+    def save(self) -> None:
+        """Write the index to ``index_dir`` (nothing when the index was never loaded or there is no dir)."""
+        with self._lock:
+            if self._index is not None and self.index_dir is not None:
+                self._index.save(self.index_dir)
+
+    def close(self) -> None:
+        """Save the index and close the store."""
+        with self._lock:
+            self.save()
+            self.store.close()
+
+    # -- the store's methods, keeping the index in sync -------------------------------------------------------
+
+    def add(self, edit: Edit) -> Edit:
+        """Store ``edit`` (version 1) and index it. Raises InvalidRequestError when the id exists."""
+        stored = self.store.add(edit)
+        self._after_write()
+        return stored
+
+    def add_many(self, edits: Sequence[Edit]) -> builtins.list[Edit]:
+        """Store ``edits`` and index them in one batch (embedding together)."""
+        stored = [self.store.add(e) for e in edits]
+        self._after_write()
+        return stored
+
+    def get(self, tenant: str, edit_id: str) -> Edit:
+        """The current version of the edit. Raises EditNotFoundError."""
+        edit = self.store.get(tenant, edit_id)
+        if edit is None:
+            raise EditNotFoundError(f"no edit with id {edit_id!r}", param="id")
+        return edit
+
+    def update(self, tenant: str, edit_id: str, **changes: Any) -> Edit:
+        """A new version with ``changes`` (see :meth:`EditStore.update`), re-indexed. Raises
+        EditNotFoundError or InvalidRequestError."""
+        edit = self.store.update(tenant, edit_id, **changes)
+        self._after_write()
+        return edit
+
+    def delete(self, tenant: str, edit_id: str) -> None:
+        """Delete the edit with its history and drop it from the index. Raises EditNotFoundError."""
+        if not self.store.delete(tenant, edit_id):
+            raise EditNotFoundError(f"no edit with id {edit_id!r}", param="id")
+        self._after_write()
+
+    def list(
+        self,
+        tenant: str,
+        *,
+        scope: EditScopeKind | None = None,
+        scope_id: str | None = None,
+        kind: EditKind | None = None,
+        source: EditSource | None = None,
+        active: bool | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> builtins.list[Edit]:
+        """The tenant's edits matching every given filter, in creation order (see :meth:`EditStore.list`)."""
+        return self.store.list(
+            tenant, scope=scope, scope_id=scope_id, kind=kind, source=source, active=active,
+            limit=limit, offset=offset,
+        )  # fmt: skip
+
+    def versions(self, tenant: str, edit_id: str) -> builtins.list[Edit]:
+        """Every version of the edit, oldest first. Raises EditNotFoundError."""
+        return self.store.versions(tenant, edit_id)
+
+    def rollback(self, tenant: str, edit_id: str, version: int) -> Edit:
+        """A new version equal in content to ``version``, re-indexed. Raises EditNotFoundError."""
+        edit = self.store.rollback(tenant, edit_id, version)
+        self._after_write()
+        return edit
+
+    # -- retrieval -------------------------------------------------------------------------------------------
+
+    def retrieve(
+        self, query: str, scope: EditScope, k: int = 1, min_score: float | None = None
+    ) -> builtins.list[RetrievedEdit]:
+        """The at most ``k`` active edits visible to ``scope`` most similar to ``query``, best first.
+
+        Scores are cosine similarities in [-1, 1]; hits below ``min_score`` (default: the memory's) are
+        dropped. Loads the model and the index on first use.
+        """
+        return self.retrieve_many([query], scope, k, min_score)[0]
+
+    def retrieve_many(
+        self, queries: Sequence[str], scope: EditScope, k: int = 1, min_score: float | None = None
+    ) -> builtins.list[builtins.list[RetrievedEdit]]:
+        """:meth:`retrieve` for each of ``queries``, embedded and searched as one batch."""
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        if not queries:
+            return []
+        threshold = self.min_score if min_score is None else min_score
+        vectors = self.embedder.encode(list(queries))
+        allowed = scope_tags(scope)
+        with self._lock:
+            hits = self.index.search_filtered(
+                vectors, k, tags=allowed, overfetch=self.overfetch, exact_below=self.exact_below
+            )
+        found = self.store.get_many(scope.tenant, sorted({e for row in hits for _, e in row}))
+        results: builtins.list[builtins.list[RetrievedEdit]] = []
+        for row in hits:
+            out = []
+            for score, edit_id in row:
+                edit = found.get(edit_id)
+                # the store is authoritative: an edit changed by another process since the catch-up is skipped
+                if edit is None or not scope.allows(edit) or (threshold is not None and score < threshold):
+                    continue
+                out.append(RetrievedEdit(edit=edit, score=score))
+            results.append(out)
+        return results
+
+    def __repr__(self) -> str:
+        return f"EditMemory({self.store!r}, index={self.index_state})"
