@@ -32,7 +32,7 @@ from pydantic_settings import (
 
 from keproxy.errors import ConfigError
 
-__all__ = ["LocalModelSettings", "ModelRoute", "Settings", "load_settings"]
+__all__ = ["EditMode", "LocalModelSettings", "ModelRoute", "PostEditorOptions", "Settings", "load_settings"]
 
 #: Public alias of the embedded local model (SmolLM2-135M-Instruct).
 LOCAL_ALIAS = "smollm2"
@@ -86,6 +86,46 @@ class LocalModelSettings(BaseModel):
     )
 
 
+#: How edits reach the answer: "off"; "postedit" (post-edit the upstream's answer, postEdit §4); or a
+#: pre-processing baseline of postEdit App. C.2 that sends the edit upstream: "prompt", "ike", "serac".
+EditMode = Literal["off", "postedit", "prompt", "ike", "serac"]
+
+
+class PostEditorOptions(BaseModel):
+    """Options of the model post-editors (``llm``, ``local``; see ``keproxy.postedit``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    llm_model: str | None = Field(
+        default=None,
+        description="Post-editor 'llm': litellm model string; null: the request's own upstream (which then "
+        "sees the edit).",
+    )
+    llm_api_base: str | None = Field(default=None, description="Post-editor 'llm': base URL of its model.")
+    llm_mock_response: str | None = Field(
+        default=None,
+        description="Post-editor 'llm': litellm mock_response (dry runs; no provider is called).",
+    )
+    temperature: float = Field(
+        default=0.1, ge=0.0, le=2.0, description="Post-editor 'llm': temperature (0.1: postEdit App. C.3)."
+    )
+    max_new_tokens: int = Field(default=256, ge=1, description="Cap on the edited response, in tokens.")
+    base_model_path: Path | None = Field(
+        default=None,
+        description="Post-editor 'local': folder of the base causal LM (transformers format, merged or "
+        "converted); required by 'local'.",
+    )
+    adapter_path: Path | None = Field(
+        default=None,
+        description="Post-editor 'local': folder of the peft LoRA adapter trained by `keproxy train editor`; "
+        "null: the base model alone.",
+    )
+    quantization: Literal["none", "8bit", "4bit"] = Field(
+        default="none", description="Post-editor 'local': load in 8-bit or 4-bit through bitsandbytes."
+    )
+    device: str = Field(default="cpu", description="Post-editor 'local': torch device.")
+
+
 class Settings(BaseSettings):
     """All of keproxy's configuration (YAML file, ``KEPROXY_*`` environment variables, CLI flags)."""
 
@@ -107,6 +147,11 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".keproxy"), description="Folder for keproxy's databases.")
     transcripts_db: Path | None = Field(
         default=None, description="SQLite transcript log; default: <data_dir>/transcripts.sqlite3."
+    )
+    edits_db: Path | None = Field(
+        default=None,
+        description="SQLite edit store (edits, their versions and the change log); default: "
+        "<data_dir>/edits.sqlite3. The FAISS index of the edit memory lives in <data_dir>/edit-index/.",
     )
     api_keys: list[SecretStr] = Field(
         default_factory=list,
@@ -148,6 +193,36 @@ class Settings(BaseSettings):
         "Algorithm 1 stops (KEIC App. F: 16,385).",
     )
 
+    edit_mode: EditMode = Field(
+        default="off",
+        description="How retrieved edits reach the answer when the request does not say (keproxy.edit_mode): "
+        "'off'; 'postedit' (the upstream never sees the edit; its answer is post-edited, postEdit Algorithm 3); "
+        "'prompt', 'ike', 'serac' (postEdit App. C.2 baselines: the edit is sent upstream in the prompt).",
+    )
+    post_editor: str = Field(
+        default="span",
+        description="Post-editor of edit_mode 'postedit': 'span' (rules), 'llm' (chat model with T^edit), "
+        "'local' (causal LM + LoRA adapter), or one from the entry-point group keproxy.post_editors.",
+    )
+    postedit_min_score: float = Field(
+        default=0.5,
+        ge=-1.0,
+        le=1.0,
+        description="Cosine score (MiniLM, in [-1, 1]) the best retrieved edit needs for the post-editor to "
+        "run ('postedit') and for the counterfactual prompt ('serac'). 0.5: on hand-made CounterFact-style "
+        "probes in-scope queries scored 0.60-0.91, unrelated ones < 0.25, same-relation out-of-scope ones "
+        "0.20-0.65 (those are left to the post-editor, as in postEdit).",
+    )
+    retrieval_k: int = Field(
+        default=1, ge=1, le=100, description="Edits retrieved per request (postEdit: top-1, Eq. 7)."
+    )
+    corrections_to_edits: bool = Field(
+        default=True,
+        description="Store corrections detected in a conversation as session-scoped edits (source "
+        "'correction') when the request names a session (keproxy.session) and an edit memory exists.",
+    )
+    post_editor_options: PostEditorOptions = Field(default_factory=PostEditorOptions)
+
     @field_validator("models")
     @classmethod
     def _unique_aliases(cls, routes: list[ModelRoute]) -> list[ModelRoute]:
@@ -176,6 +251,16 @@ class Settings(BaseSettings):
     def transcripts_path(self) -> Path:
         """The SQLite file of the transcript log."""
         return self.transcripts_db or self.data_dir / "transcripts.sqlite3"
+
+    @property
+    def edits_path(self) -> Path:
+        """The SQLite file of the edit store."""
+        return self.edits_db or self.data_dir / "edits.sqlite3"
+
+    @property
+    def edit_index_dir(self) -> Path:
+        """The folder of the edit memory's saved FAISS index."""
+        return self.data_dir / "edit-index"
 
     def uses_local_model(self) -> bool:
         """True when keproxy must start the embedded model: no routes configured and no mock response."""

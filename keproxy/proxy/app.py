@@ -1,13 +1,15 @@
 """The FastAPI application: ``create_app(settings)``.
 
 Start-up (lifespan) builds, in order: the embedded local model server when no upstream is configured, the
-upstream router, the correction detector, the history editors and the transcript store; all live on
+upstream router, the correction detector, the history editors, the transcript store and the edit memory
+(``app.state.memory``, served by ``/v1/edits``); all live on
 ``app.state`` and are closed on shutdown. Errors of keproxy's tree, request-validation errors and unknown
 routes all answer with OpenAI's error body.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,7 +25,10 @@ from keproxy.editors.detection import CompositeDetector, DetectorResources, buil
 from keproxy.editors.registry import EditorRegistry, EditorResources
 from keproxy.errors import ConfigError, KeproxyError, error_body
 from keproxy.memory.embeddings import Embedder
+from keproxy.memory.memory import EditMemory
+from keproxy.memory.store import SQLiteEditStore
 from keproxy.nli import LazyNLIBackend
+from keproxy.proxy.edits_api import edits_router
 from keproxy.proxy.router import router
 from keproxy.proxy.serving import ChatService
 from keproxy.settings import ModelRoute, Settings
@@ -91,23 +96,30 @@ def create_app(settings: Settings) -> FastAPI:
             encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge
         )
         store = SQLiteTranscriptStore(settings.transcripts_path)
+        memory = EditMemory(
+            SQLiteEditStore(settings.edits_path), embedder, index_dir=settings.edit_index_dir
+        )
+        app.state.memory = memory
         app.state.service = ChatService(
             settings,
             upstreams,
             _build_detector(settings, detector_resources),
             EditorRegistry(EditorResources(embedder=embedder, nli=nli, settings=settings)),
             store,
+            memory=memory,
         )
         try:
             yield
         finally:
             await upstreams.aclose()
             await store.aclose()
+            await asyncio.to_thread(memory.close)
             if local is not None:
                 await local.stop()
 
     app = FastAPI(title="keproxy", version=__version__, lifespan=lifespan)
     app.include_router(router)
+    app.include_router(edits_router)
 
     @app.exception_handler(KeproxyError)
     async def _keproxy_error(request: Request, exc: KeproxyError) -> Response:

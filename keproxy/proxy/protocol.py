@@ -42,6 +42,20 @@ class KeproxyOptions(BaseModel):
     strategy: str | None = Field(
         default=None, description="History editing strategy for this request (e.g. 'otc', 'patch')."
     )
+    edit_mode: Literal["off", "postedit", "prompt", "ike", "serac"] | None = Field(
+        default=None,
+        description="How retrieved edits reach the answer ('postedit': the answer is post-edited and the "
+        "upstream never sees the edit; 'prompt' / 'ike' / 'serac': the edit is put into the forwarded "
+        "request); default: the `edit_mode` setting.",
+    )
+    post_editor: str | None = Field(
+        default=None, description="Post-editor for edit_mode 'postedit' (e.g. 'span', 'llm', 'local')."
+    )
+    session: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Conversation id: session-scoped edits (and corrections stored as edits) belong to it.",
+    )
 
 
 class ChatCompletionRequest(OpenAIBaseModel):
@@ -50,6 +64,9 @@ class ChatCompletionRequest(OpenAIBaseModel):
     model: str = Field(min_length=1)
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool | None = False
+    user: str | None = Field(
+        default=None, description="OpenAI's end-user id; keproxy also uses it as the scope of user edits."
+    )
     keproxy: KeproxyOptions | None = Field(default=None, description="keproxy extension (not OpenAI).")
 
     @field_validator("messages")

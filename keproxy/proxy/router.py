@@ -57,7 +57,8 @@ async def list_models(request: Request) -> ModelList:
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
     """OpenAI chat completions, with corrections applied to the history before the upstream sees it.
 
-    Headers: ``x-keproxy-request-id`` (the transcript's key) and ``x-keproxy-edits`` (number of text edits).
+    Headers: ``x-keproxy-request-id`` (the transcript's key), ``x-keproxy-edits`` (number of text edits) and
+    ``x-keproxy-post-edit`` ("edited", "retained" or "none": whether a post-editor changed the answer).
     Streams (``stream: true``) are server-sent events ending with ``data: [DONE]``.
     """
     service = _service(request)
@@ -65,12 +66,15 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     headers = {"x-keproxy-request-id": prepared.request_id, "x-keproxy-edits": str(prepared.n_edits)}
     if body.stream:
         events = await service.open_stream(prepared)
+        headers["x-keproxy-post-edit"] = prepared.post_edit_status
         return StreamingResponse(
             events,
             media_type="text/event-stream",
             headers={**headers, "cache-control": "no-cache", "x-accel-buffering": "no"},
         )
-    return _json(await service.complete(prepared), headers)
+    completion = await service.complete(prepared)
+    headers["x-keproxy-post-edit"] = prepared.post_edit_status
+    return _json(completion, headers)
 
 
 @router.get("/keproxy/transcripts/{request_id}", dependencies=[Depends(require_api_key)], tags=["keproxy"])

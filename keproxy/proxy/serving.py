@@ -1,8 +1,21 @@
-"""The chat-completions pipeline: detect corrections, edit the history, call the upstream, log.
+"""The chat-completions pipeline: detect corrections, edit the history, apply edits, call the upstream, log.
 
 ``ChatService.prepare`` runs everything up to the upstream call and returns a ``PreparedRequest``; then
 ``complete`` (one JSON answer) or ``open_stream`` (server-sent events) finishes it. Every request, failed
 or not, ends in exactly one transcript row.
+
+With an edit memory (``memory``), ``prepare`` also stores the conversation's corrections as session edits
+(setting ``corrections_to_edits``, when the request names ``keproxy.session``) and, unless the edit mode is
+"off", retrieves the edits of the last user message visible to the requester (tenant "default", user = the
+OpenAI ``user`` field, session = ``keproxy.session``). Edit modes (``keproxy.edit_mode`` or the setting):
+
+- ``postedit`` (postEdit Algorithm 3): the request goes upstream as the history editor left it, without the
+  edit; when the best edit's score reaches ``postedit_min_score``, the post-editor edits the answer. A
+  streamed answer is buffered, post-edited, then sent as ``chat.completion.chunk`` events;
+- ``prompt`` / ``ike`` / ``serac`` (postEdit App. C.2 baselines): the edit is put into the forwarded request.
+
+The header ``x-keproxy-post-edit`` (``PreparedRequest.post_edit_status``) says "edited", "retained" or "none"
+(no post-editor ran).
 """
 
 from __future__ import annotations
@@ -16,10 +29,22 @@ from typing import Any
 
 import orjson
 
-from keproxy.editors.base import CorrectionDetector, EditContext, HistoryEditResult, Message
+from keproxy.editors.base import Correction, CorrectionDetector, EditContext, HistoryEditResult, Message
 from keproxy.editors.registry import EditorRegistry
-from keproxy.errors import KeproxyError, error_body
-from keproxy.proxy.protocol import ChatCompletionRequest
+from keproxy.errors import ConfigError, InvalidRequestError, KeproxyError, error_body
+from keproxy.memory.edits import EditRetriever, EditScope, RetrievedEdit
+from keproxy.postedit.base import PostEditor, gate
+from keproxy.postedit.pipeline import (
+    completion_chunks,
+    has_only_text,
+    last_user_text,
+    post_edit_completion,
+    retrieve,
+    store_corrections,
+)
+from keproxy.postedit.preprocess import preprocess
+from keproxy.postedit.registry import PostEditorRegistry, PostEditorResources
+from keproxy.proxy.protocol import ChatCompletionRequest, KeproxyOptions
 from keproxy.settings import Settings
 from keproxy.transcripts import Transcript, TranscriptStore
 from keproxy.upstream import Upstream, UpstreamRouter
@@ -47,6 +72,11 @@ class PreparedRequest:
     result: HistoryEditResult
     transcript: Transcript
     started: float = field(default_factory=time.perf_counter)
+    query: str = ""
+    post_target: RetrievedEdit | None = None  # the gated edit the post-editor applies (postedit mode)
+    post_editor: PostEditor | None = None
+    context: EditContext | None = None
+    post_edit_status: str = "none"  # "edited" | "retained" | "none", set by complete / open_stream
 
     @property
     def n_edits(self) -> int:
@@ -118,13 +148,27 @@ class ChatService:
         editors: EditorRegistry,
         store: TranscriptStore,
         clock: Callable[[], float] = time.time,
+        *,
+        memory: EditRetriever | None = None,
+        post_editors: PostEditorRegistry | None = None,
     ) -> None:
+        """memory: the edit memory (retrieval; ``add`` too for corrections), None: edit modes other than
+        "off" answer 400. post_editors: default, the built-ins and entry points with ``settings``.
+        Raises ConfigError when the ``post_editor`` setting names no post-editor."""
         self.settings = settings
         self.router = router
         self.detector = detector
         self.editors = editors
         self.store = store
         self._clock = clock
+        self.memory = memory
+        self.post_editors = post_editors or PostEditorRegistry(PostEditorResources(settings=settings))
+        if settings.post_editor not in self.post_editors.names():
+            raise ConfigError(
+                f"post_editor: unknown post-editor {settings.post_editor!r}; available: "
+                f"{', '.join(self.post_editors.names())}",
+                param="post_editor",
+            )
 
     async def prepare(self, request: ChatCompletionRequest, request_id: str) -> PreparedRequest:
         """Resolve the alias and strategy, detect corrections and edit the history.
@@ -134,10 +178,19 @@ class ChatService:
         """
         started = time.perf_counter()
         route, upstream = self.router.resolve(request.model)
-        strategy = (
-            (request.keproxy and request.keproxy.strategy) or route.strategy or self.settings.default_strategy
-        )
+        options = request.keproxy or KeproxyOptions()
+        strategy = options.strategy or route.strategy or self.settings.default_strategy
         editor = self.editors.get(strategy)
+        mode = options.edit_mode or self.settings.edit_mode
+        post_editor = None
+        if mode == "postedit":
+            post_editor = self.post_editors.get(options.post_editor or self.settings.post_editor)
+        if mode != "off" and self.memory is None:
+            raise InvalidRequestError(
+                f"edit_mode {mode!r} needs an edit memory, and this server has none",
+                param="keproxy.edit_mode",
+            )
+        scope = EditScope(tenant="default", user=request.user, session=options.session)
         body = request.upstream_body()
         messages = body["messages"]
 
@@ -156,6 +209,9 @@ class ChatService:
             corrections=[c.to_dict() for c in corrections],
             upstream_model=upstream.name,
             latency_ms={"detect": _ms(t0)},
+            edit_mode=mode,
+            user=scope.user,
+            session=scope.session,
         )
         t0 = time.perf_counter()
         caller = RecordingCaller(upstream, body)
@@ -172,10 +228,79 @@ class ChatService:
                 await self.store.add(transcript)
                 raise
         transcript.latency_ms["edit"] = _ms(t0)
-        transcript.forwarded_messages = result.messages
         transcript.edits = [e.to_dict() for e in result.edits]
-        body["messages"] = result.messages
-        return PreparedRequest(request_id, request.model, upstream, body, result, transcript, started)
+        prepared = PreparedRequest(request_id, request.model, upstream, body, result, transcript, started)
+        prepared.query = last_user_text(messages)
+        prepared.context = EditContext(alias=request.model, request_id=request_id, upstream=caller)
+        forwarded = result.messages
+        if self.memory is not None:
+            t0 = time.perf_counter()
+            try:
+                forwarded = await self._use_memory(prepared, self.memory, corrections, scope, mode)
+            except Exception as exc:  # the memory failed: log the request, then fail
+                transcript.latency_ms["memory"] = _ms(t0)
+                await self._fail(prepared, exc)
+                raise
+            transcript.latency_ms["memory"] = _ms(t0)
+        prepared.post_editor = post_editor if prepared.post_target is not None else None
+        transcript.forwarded_messages = forwarded
+        body["messages"] = forwarded
+        return prepared
+
+    async def _use_memory(
+        self,
+        prepared: PreparedRequest,
+        memory: EditRetriever,
+        corrections: list[Correction],
+        scope: EditScope,
+        mode: str,
+    ) -> list[Message]:
+        """Store corrections as session edits, retrieve, and apply the edit mode; the messages to forward."""
+        transcript, messages = prepared.transcript, prepared.result.messages
+        if corrections and scope.session and self.settings.corrections_to_edits and hasattr(memory, "add"):
+            transcript.memory_writes = await store_corrections(
+                memory,  # type: ignore[arg-type]  # has add(): an EditMemoryWriter
+                corrections,
+                scope,
+                request_id=prepared.request_id,
+            )
+        if mode == "off":
+            return messages
+        retrieved = await retrieve(memory, prepared.query, scope, self.settings.retrieval_k)
+        transcript.retrieved_edits = [
+            {"id": r.edit.id, "score": round(float(r.score), 6), "scope": r.edit.scope} for r in retrieved
+        ]
+        if mode == "postedit":
+            prepared.post_target = gate(retrieved, self.settings.postedit_min_score)
+            return messages  # the edit never goes upstream
+        pre = preprocess(mode, messages, retrieved, min_score=self.settings.postedit_min_score)  # type: ignore[arg-type]
+        transcript.applied_edit = pre.applied.edit.id if pre.applied else None
+        return pre.messages
+
+    async def _fail(self, prepared: PreparedRequest, exc: Exception) -> None:
+        """Log ``exc`` as the request's outcome (status from a KeproxyError, else 500)."""
+        transcript = prepared.transcript
+        transcript.status = exc.status_code if isinstance(exc, KeproxyError) else 500
+        transcript.error = error_body(exc)
+        transcript.latency_ms["total"] = _ms(prepared.started)
+        await self.store.add(transcript)
+
+    async def _post_edit(self, prepared: PreparedRequest, completion: dict[str, Any]) -> dict[str, Any]:
+        """The post-edited ``completion`` (unchanged when no post-editor runs); records it in the transcript."""
+        if prepared.post_target is None or prepared.post_editor is None:
+            return completion
+        t0 = time.perf_counter()
+        edited, record = await post_edit_completion(
+            completion,
+            prepared.query,
+            prepared.post_target,
+            prepared.post_editor,
+            prepared.context or EditContext(alias=prepared.alias, request_id=prepared.request_id),
+        )
+        prepared.transcript.latency_ms["post_edit"] = _ms(t0)
+        prepared.transcript.post_edit = record.to_dict()
+        prepared.post_edit_status = record.status if record.choices else "none"
+        return edited
 
     async def complete(self, prepared: PreparedRequest) -> dict[str, Any]:
         """Call the upstream once; return the final ``chat.completion``. Raises KeproxyError subclasses."""
@@ -189,6 +314,11 @@ class ChatService:
         transcript.upstream_response = response
         final = dict(response)
         final["model"] = prepared.alias
+        try:
+            final = await self._post_edit(prepared, final)
+        except KeproxyError as exc:
+            await self._finish(prepared, status=exc.status_code, error=error_body(exc), upstream_t0=t0)
+            raise
         transcript.final_response = final
         transcript.usage = response.get("usage")
         await self._finish(prepared, status=200, upstream_t0=t0)
@@ -200,7 +330,12 @@ class ChatService:
         The first chunk is awaited here, so an upstream that fails before answering raises KeproxyError
         (and the client gets a proper error status, not a broken 200 stream). Later failures are sent as an
         SSE ``{"error": ...}`` event followed by ``[DONE]``.
+
+        When a post-editor runs (postedit mode, gated edit), the whole upstream stream is read here first
+        (any upstream or post-editor failure raises KeproxyError), then post-edited and re-sent as chunks.
         """
+        if prepared.post_target is not None and prepared.post_editor is not None:
+            return await self._buffered_stream(prepared)
         t0 = time.perf_counter()
         source = prepared.upstream.stream(prepared.body).__aiter__()
         try:
@@ -250,6 +385,44 @@ class ChatService:
             prepared.transcript.final_response = final
             prepared.transcript.usage = assembled.get("usage")
             await asyncio.shield(self._finish(prepared, status=status, error=error, upstream_t0=t0))
+
+    async def _buffered_stream(self, prepared: PreparedRequest) -> AsyncIterator[bytes]:
+        """Read the upstream stream whole, post-edit it, log the transcript; the SSE iterator of the result.
+
+        Streams whose deltas carry more than text (tool calls, ...) are replayed as received, not post-edited.
+        """
+        t0 = time.perf_counter()
+        chunks: list[dict[str, Any]] = []
+        try:
+            async for chunk in prepared.upstream.stream(prepared.body):
+                if not chunks:
+                    prepared.transcript.latency_ms["upstream_first_chunk"] = _ms(t0)
+                chunks.append(chunk)
+        except KeproxyError as exc:
+            await self._finish(prepared, status=exc.status_code, error=error_body(exc), upstream_t0=t0)
+            raise
+        assembled = assemble_stream(chunks)
+        prepared.transcript.upstream_response = assembled
+        final = dict(assembled)
+        final["model"] = prepared.alias
+        out: list[dict[str, Any]] = chunks
+        if has_only_text(chunks):
+            try:
+                final = await self._post_edit(prepared, final)
+            except KeproxyError as exc:
+                await self._finish(prepared, status=exc.status_code, error=error_body(exc), upstream_t0=t0)
+                raise
+            out = completion_chunks(final, include_usage=bool(assembled.get("usage")))
+        prepared.transcript.final_response = final
+        prepared.transcript.usage = assembled.get("usage")
+        await self._finish(prepared, status=200, upstream_t0=t0)
+        return self._replay(out, prepared.alias)
+
+    @staticmethod
+    async def _replay(chunks: list[dict[str, Any]], alias: str) -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield _sse({**chunk, "model": alias})
+        yield SSE_DONE
 
     async def _finish(
         self,

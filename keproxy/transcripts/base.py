@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
 __all__ = ["Transcript", "TranscriptStore"]
@@ -18,6 +18,13 @@ class Transcript:
     ``TextEdit.to_dict()`` lists. editor_calls: the extra upstream calls editors made, each
     ``{"purpose", "usage", "latency_ms"}``. status: the HTTP status returned to the client (for a stream that failed
     after it started: the status the error would have had). error: OpenAI error body, or None.
+
+    Edit memory (added in issue 4; rows written before lack these keys and read back with the defaults):
+    edit_mode: "off", "postedit", "prompt", "ike" or "serac". user / session: the requester's scope.
+    retrieved_edits: ``{"id", "score", "scope"}`` per retrieved edit, best first (score: cosine).
+    applied_edit: id of the edit put into the forwarded request (prompt / ike / serac), else None.
+    post_edit: ``keproxy.postedit.PostEditRecord.to_dict()`` when a post-editor ran, else None.
+    memory_writes: ids of the session edits stored from this request's corrections.
     """
 
     request_id: str
@@ -37,13 +44,23 @@ class Transcript:
     latency_ms: dict[str, float] = field(default_factory=dict)
     status: int = 200
     error: dict[str, Any] | None = None
+    edit_mode: str = "off"
+    user: str | None = None
+    session: str | None = None
+    retrieved_edits: list[dict[str, Any]] = field(default_factory=list)
+    applied_edit: str | None = None
+    post_edit: dict[str, Any] | None = None
+    memory_writes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Transcript:
-        return cls(**data)
+        """The transcript of a stored record; missing keys (older rows) take their defaults, unknown keys
+        (newer rows) are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class TranscriptStore(Protocol):

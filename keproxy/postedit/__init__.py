@@ -1,0 +1,54 @@
+"""Response post-editing (postEdit) and the pre-processing baselines PROMPT / IKE / SERAC.
+
+postEdit (the seed paper "Assessing and Post-Processing Black Box Large Language Models for Knowledge
+Editing", §4, Algorithm 3): the upstream answers the unchanged request; keproxy retrieves the edit most
+similar to the query from the edit memory and, when its score passes the gate, a *post-editor* rewrites the
+answer with the edit or answers ``<Retain>``. The edit never reaches the upstream (unless the ``llm``
+post-editor is pointed at the upstream itself).
+
+Post-editors (:class:`PostEditorRegistry`): ``span`` (rules), ``llm`` (chat model + T^edit), ``local``
+(causal LM + LoRA adapter); more through the entry-point group ``keproxy.post_editors``.
+"""
+
+from keproxy.postedit.base import PostEditor, PostEditResult, edit_objects, gate
+from keproxy.postedit.llm import LLMPostEditor
+from keproxy.postedit.local import LocalPostEditor
+from keproxy.postedit.pipeline import (
+    EditMemoryWriter,
+    PostEditRecord,
+    completion_chunks,
+    correction_edit,
+    post_edit_completion,
+    store_corrections,
+)
+from keproxy.postedit.preprocess import PreprocessMode, PreprocessResult, preprocess
+from keproxy.postedit.prompts import RETAIN_TOKEN, T_AUG, T_EDIT, fill_t_aug, fill_t_edit, is_retain
+from keproxy.postedit.registry import PostEditorRegistry, PostEditorResources
+from keproxy.postedit.span import SpanPostEditor
+
+__all__ = [
+    "RETAIN_TOKEN",
+    "T_AUG",
+    "T_EDIT",
+    "EditMemoryWriter",
+    "LLMPostEditor",
+    "LocalPostEditor",
+    "PostEditRecord",
+    "PostEditResult",
+    "PostEditor",
+    "PostEditorRegistry",
+    "PostEditorResources",
+    "PreprocessMode",
+    "PreprocessResult",
+    "SpanPostEditor",
+    "completion_chunks",
+    "correction_edit",
+    "edit_objects",
+    "fill_t_aug",
+    "fill_t_edit",
+    "gate",
+    "is_retain",
+    "post_edit_completion",
+    "preprocess",
+    "store_corrections",
+]

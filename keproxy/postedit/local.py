@@ -1,0 +1,153 @@
+"""``local``: the trained post-editor — a transformers causal LM plus a peft LoRA adapter (postEdit §4.2).
+
+postEdit fine-tunes LLaMA 2-7B with LoRA (rank 8) on T^edit inputs and loads it in 8-bit for inference
+(App. C.3); ``keproxy train editor`` trains such an adapter for a smaller base. This editor loads the base
+model (a folder with ``config.json`` and weights, or a merged/converted model) and, when given, the adapter
+folder (``adapter_config.json`` + ``adapter_model.safetensors``), lazily on the first call and once (under a
+lock). Optional 8-bit / 4-bit loading goes through bitsandbytes (``quantization``), which must be installed.
+
+Decoding is greedy (postEdit uses beam search with 4 beams at t=0.1; greedy is its deterministic, cheaper
+limit) on the raw T^edit prompt (no chat template: the adapter is trained on the raw template). Generation
+runs in a worker thread. The output is parsed per Eq. 8 (``<Retain>`` keeps the original response).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from keproxy.editors.base import EditContext
+from keproxy.errors import ConfigError
+from keproxy.memory.edits import RetrievedEdit
+from keproxy.postedit.base import PostEditResult
+from keproxy.postedit.llm import parse_output
+from keproxy.postedit.prompts import fill_t_edit
+
+__all__ = ["LocalPostEditor", "Quantization"]
+
+Quantization = Literal["none", "8bit", "4bit"]
+
+
+class LocalPostEditor:
+    """A local causal LM (+ LoRA adapter) as f_edit.
+
+    base_model_path: folder of the base model (transformers format); required.
+    adapter_path: folder of the peft LoRA adapter; None: the base model alone (e.g. already merged).
+    quantization: "none", "8bit" or "4bit" (bitsandbytes; raises ConfigError when it is not installed).
+    device: torch device ("cpu", "cuda", ...). max_new_tokens: cap on the edited response (tokens).
+    max_input_tokens: the prompt is cut from the left to this many tokens.
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        base_model_path: Path | str | None,
+        adapter_path: Path | str | None = None,
+        *,
+        quantization: Quantization = "none",
+        device: str = "cpu",
+        max_new_tokens: int = 256,
+        max_input_tokens: int = 2048,
+    ) -> None:
+        self.base_model_path = Path(base_model_path) if base_model_path else None
+        self.adapter_path = Path(adapter_path) if adapter_path else None
+        self.quantization = quantization
+        self.device = device
+        self.max_new_tokens = max_new_tokens
+        self.max_input_tokens = max_input_tokens
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._tokenizer: Any = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def _quantization_config(self) -> Any:
+        if self.quantization == "none":
+            return None
+        try:
+            import bitsandbytes  # noqa: F401
+            from transformers import BitsAndBytesConfig
+        except ImportError as exc:
+            raise ConfigError(
+                f"post_editor_options.quantization={self.quantization!r} needs bitsandbytes "
+                "(pip install bitsandbytes)",
+                param="post_editor_options.quantization",
+            ) from exc
+        if self.quantization == "8bit":
+            return BitsAndBytesConfig(load_in_8bit=True)
+        return BitsAndBytesConfig(load_in_4bit=True)
+
+    def load(self) -> None:
+        """Load tokenizer, base model and adapter (idempotent). Raises ConfigError on a missing path, a
+        folder that is not a model or adapter, or a missing optional dependency."""
+        with self._lock:
+            if self._model is not None:
+                return
+            if self.base_model_path is None or not self.base_model_path.is_dir():
+                raise ConfigError(
+                    f"post-editor 'local' needs post_editor_options.base_model_path (a model folder); "
+                    f"got {self.base_model_path}",
+                    param="post_editor_options.base_model_path",
+                )
+            if self.adapter_path is not None and not (self.adapter_path / "adapter_config.json").is_file():
+                raise ConfigError(
+                    f"post_editor_options.adapter_path {self.adapter_path} has no adapter_config.json",
+                    param="post_editor_options.adapter_path",
+                )
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            quant = self._quantization_config()
+            tokenizer_dir = self.adapter_path
+            if tokenizer_dir is None or not (tokenizer_dir / "tokenizer_config.json").is_file():
+                tokenizer_dir = self.base_model_path
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+                kwargs: dict[str, Any] = {"quantization_config": quant} if quant is not None else {}
+                model: Any = AutoModelForCausalLM.from_pretrained(self.base_model_path, **kwargs)
+                if quant is None:
+                    model = model.to(self.device)
+                if self.adapter_path is not None:
+                    from peft import PeftModel
+
+                    model = PeftModel.from_pretrained(model, self.adapter_path)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"post-editor 'local' cannot load its model: {exc}") from exc
+            model.eval()
+            if tokenizer.pad_token_id is None:
+                tokenizer.pad_token = tokenizer.eos_token
+            self._tokenizer, self._model = tokenizer, model
+
+    def generate(self, prompt: str) -> str:
+        """Greedy continuation of ``prompt`` (new tokens only, special tokens dropped). Loads on first use."""
+        import torch
+
+        self.load()
+        tokenizer, model = self._tokenizer, self._model
+        encoded = tokenizer(prompt, return_tensors="pt", add_special_tokens=True)
+        input_ids = encoded["input_ids"][:, -self.max_input_tokens :].to(model.device)
+        attention = encoded["attention_mask"][:, -self.max_input_tokens :].to(model.device)
+        with torch.inference_mode():
+            output = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=self.max_new_tokens,
+                do_sample=False,
+                num_beams=1,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+            )
+        text: str = tokenizer.decode(output[0, input_ids.shape[1] :], skip_special_tokens=True)
+        return text
+
+    async def post_edit(
+        self, query: str, response: str, edit: RetrievedEdit, context: EditContext
+    ) -> PostEditResult:
+        """f_edit(T^edit(e, x, y_o)) with Eq. 8; raises ConfigError when the model cannot be loaded."""
+        prompt = fill_t_edit(edit.edit, query, response)
+        output = await asyncio.to_thread(self.generate, prompt)
+        return parse_output(output, response)
