@@ -10,10 +10,7 @@ litellm is imported on first use, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (no
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from keproxy.errors import UpstreamError
 from keproxy.nli.base import LABELS, Label
+from keproxy.upstream.json_answer import import_litellm, parse_json_answer
 
 __all__ = ["NLI_JUDGE_PROMPT", "LLMJudgeNLI", "NLIJudgement", "parse_judgement"]
 
@@ -35,8 +33,6 @@ Hypothesis: {hypothesis}
 If the premise is true, is the hypothesis then true (entailment), false (contradiction), or could it be \
 either (neutral)? A question or a request is neutral. Answer with one JSON object and nothing else:
 {{"label": "entailment" | "neutral" | "contradiction"}}"""
-
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL | re.IGNORECASE)
 
 
 class NLIJudgement(BaseModel):
@@ -53,26 +49,11 @@ class NLIJudgement(BaseModel):
 
 
 def parse_judgement(text: str) -> NLIJudgement:
-    """The judgement in a model answer: JSON, optionally in a ``` fence, else the outermost {...}.
+    """The judgement in a model answer (see :func:`keproxy.upstream.json_answer.parse_json_answer`).
 
     Raises ValueError (json.JSONDecodeError or pydantic ValidationError) when there is none.
     """
-    fenced = _FENCE.match(text)
-    body = fenced.group(1) if fenced else text.strip()
-    if not body.startswith("{"):
-        start, end = body.find("{"), body.rfind("}")
-        if start < 0 or end <= start:
-            raise ValueError("no JSON object in the answer")
-        body = body[start : end + 1]
-    return NLIJudgement.model_validate(json.loads(body))
-
-
-def _litellm() -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    return litellm
+    return parse_json_answer(text, NLIJudgement)
 
 
 class LLMJudgeNLI:
@@ -114,7 +95,7 @@ class LLMJudgeNLI:
 
     def judge(self, premise: str, hypothesis: str) -> Label:
         """The label of one pair; "neutral" (with a warning) when the answer is not valid JSON."""
-        litellm = _litellm()
+        litellm = import_litellm()
         prompt = NLI_JUDGE_PROMPT.format(premise=premise, hypothesis=hypothesis)
         try:
             response = litellm.completion(

@@ -14,10 +14,7 @@ each user turn is judged once. ``detect`` is blocking; async callers use :meth:`
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -27,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 
 from keproxy.editors.base import Correction, message_text
 from keproxy.editors.detection.cue_parser import ground_old
+from keproxy.upstream.json_answer import answer_text, import_litellm, parse_json_answer
 
 __all__ = [
     "DEFAULT_JUDGE_MODEL",
@@ -80,38 +78,12 @@ class JudgeVerdict(BaseModel):
         return self
 
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL | re.IGNORECASE)
-
-
 def parse_verdict(text: str) -> JudgeVerdict:
-    """The verdict in a model answer: JSON, optionally inside a ``` fence, else the outermost {...}.
+    """The verdict in a model answer (see :func:`keproxy.upstream.json_answer.parse_json_answer`).
 
     Raises ValueError (json.JSONDecodeError or pydantic ValidationError) when there is none.
     """
-    fenced = _FENCE.match(text)
-    body = fenced.group(1) if fenced else text.strip()
-    if not body.startswith("{"):
-        start, end = body.find("{"), body.rfind("}")
-        if start < 0 or end <= start:
-            raise ValueError("no JSON object in the answer")
-        body = body[start : end + 1]
-    return JudgeVerdict.model_validate(json.loads(body))
-
-
-def _litellm() -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    return litellm
-
-
-def _answer_text(response: Any) -> str:
-    try:
-        content = response.choices[0].message.content
-    except (AttributeError, IndexError, KeyError, TypeError):
-        content = response["choices"][0]["message"]["content"]
-    return content if isinstance(content, str) else ""
+    return parse_json_answer(text, JudgeVerdict)
 
 
 class LLMJudgeDetector:
@@ -250,10 +222,10 @@ class LLMJudgeDetector:
             pairs = self._cached(key)
             if pairs is None:
                 try:
-                    response = _litellm().completion(
+                    response = import_litellm().completion(
                         model=self.model, messages=self.prompt(context, text), **self._kwargs
                     )
-                    answer = _answer_text(response)
+                    answer = answer_text(response)
                 except Exception as exc:
                     logger.warning("llm-judge call to %s failed (%s); no correction", self.model, exc)
                     continue
@@ -270,10 +242,10 @@ class LLMJudgeDetector:
             pairs = self._cached(key)
             if pairs is None:
                 try:
-                    response = await _litellm().acompletion(
+                    response = await import_litellm().acompletion(
                         model=self.model, messages=self.prompt(context, text), **self._kwargs
                     )
-                    answer = _answer_text(response)
+                    answer = answer_text(response)
                 except Exception as exc:
                     logger.warning("llm-judge call to %s failed (%s); no correction", self.model, exc)
                     continue

@@ -1,0 +1,53 @@
+"""Reading a JSON object out of a chat model's answer, for the judges that ask for one.
+
+The LLM judges (the ``llm-judge`` correction detector, the ``llm:`` NLI backend) ask a model through litellm
+for one JSON object; models wrap it in a ``` fence or in prose often enough that both are accepted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+__all__ = ["answer_text", "import_litellm", "parse_json_answer"]
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL | re.IGNORECASE)
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def parse_json_answer(text: str, schema: type[ModelT]) -> ModelT:
+    """``schema`` validated from the JSON in ``text``: the whole answer, a ``` fence, else the outermost {...}.
+
+    Raises ValueError (json.JSONDecodeError or pydantic ValidationError) when there is none or it does not fit.
+    """
+    fenced = _FENCE.match(text)
+    body = fenced.group(1) if fenced else text.strip()
+    if not body.startswith("{"):
+        start, end = body.find("{"), body.rfind("}")
+        if start < 0 or end <= start:
+            raise ValueError("no JSON object in the answer")
+        body = body[start : end + 1]
+    return schema.model_validate(json.loads(body))
+
+
+def import_litellm() -> Any:
+    """The litellm module, imported on first use with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (no network)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def answer_text(response: Any) -> str:
+    """The first choice's message content of a chat completion (litellm object or dict); "" when not text."""
+    try:
+        content = response.choices[0].message.content
+    except (AttributeError, IndexError, KeyError, TypeError):
+        content = response["choices"][0]["message"]["content"]
+    return content if isinstance(content, str) else ""
