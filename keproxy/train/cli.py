@@ -15,6 +15,7 @@ from rich.table import Table
 
 from keproxy.nli.base import LABELS
 from keproxy.nli.local import default_artifact_path
+from keproxy.train.editor_cli import train_editor_command
 from keproxy.train.nli import NLITrainConfig, train_nli
 
 __all__ = ["train_app"]
@@ -129,6 +130,8 @@ def nli(
         )
     print_report(manifest, console)
 
+
+train_app.command("editor")(train_editor_command)
 
 if __name__ == "__main__":  # python -m keproxy.train.cli nli ... (the Makefile's entry point)
     train_app()

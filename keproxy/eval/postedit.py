@@ -1,0 +1,447 @@
+"""``keproxy eval postedit``: postEdit's Table 1 (TE / SE / TR / SR per query type, AVG, HM) for keproxy's
+edit modes, on CounterFact or zsRE, with the upstream behind a keproxy proxy.
+
+Procedure (postEdit §5.1, Algorithm 3): the n cases' edits are stored in one edit memory (SQLite store + MiniLM
+index under ``out/memory``; memory size n, postEdit §6.4) and each query retrieves its top-1 edit. Per query:
+
+- y_o: the proxy's answer with ``edit_mode: "off"`` (strategy ``otc``; temperature 0);
+- ``no edit``: y_e = y_o;
+- ``PROMPT`` / ``IKE`` / ``SERAC``: the request that mode forwards (:func:`keproxy.postedit.preprocess` on the
+  retrieved edit) sent through the proxy with ``edit_mode: "off"``, so the messages the upstream sees are
+  exactly what the proxy's own mode would forward;
+- ``postEdit-span`` / ``postEdit-local`` / ``postEdit-llm``: the post-editor run in-process on the cached y_o
+  with the retrieved edit, gated by ``min_score`` as in the proxy (:func:`keproxy.postedit.gate`); below the
+  gate y_e = y_o. They cost no upstream call: y_o is shared.
+
+Everything the methods compute against the proxy (and the model post-editors' outputs) is cached by request
+hash in ``out/cache`` (:class:`keproxy.eval.harness.AnswerCache`), so an interrupted run resumes and a finished
+one is re-scored without a request. The proxy is started (``serve_proxy``: embedded SmolLM2, or litellm's
+mock with ``mock_response``) only when an answer is missing, unless ``base_url`` names one.
+
+Outputs in ``out``: ``cases.csv`` (one row per method and query with y_o, y_e and the four scores),
+``table.md`` / ``table.csv`` (Table 1's layout), ``postedit.png`` and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import hashlib
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from keproxy.eval.harness import AnswerCache, HarnessError, request_key, serve_proxy
+from keproxy.eval.postedit_data import EditCase, load_cases
+from keproxy.eval.postedit_metrics import (
+    METRICS,
+    QUERY_TYPES,
+    CaseScores,
+    MetricRow,
+    PostEditCase,
+    PostEditScorer,
+    QueryType,
+    table_rows,
+)
+from keproxy.memory.edits import EditScope, RetrievedEdit
+from keproxy.postedit import PostEditor, gate, preprocess
+
+__all__ = [
+    "PREPROCESS_METHODS",
+    "PostEditEvalConfig",
+    "PostEditEvalReport",
+    "PromptRequest",
+    "fetch_answers",
+    "method_names",
+    "run_postedit_eval",
+    "table_csv",
+    "table_markdown",
+]
+
+#: Method label -> pre-processing mode sent upstream.
+PREPROCESS_METHODS: dict[str, str] = {"PROMPT": "prompt", "IKE": "ike", "SERAC": "serac"}
+_EDITOR_METHOD = {"span": "postEdit-span", "local": "postEdit-local", "llm": "postEdit-llm"}
+_METHOD_KEYS = {"none": "no edit", "prompt": "PROMPT", "ike": "IKE", "serac": "SERAC", **_EDITOR_METHOD}
+_SCOPE = EditScope(tenant="default")
+
+
+class PostEditEvalConfig(BaseModel):
+    """What ``keproxy eval postedit`` runs; each field has a command-line option (:mod:`.postedit_cli`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: str = Field(default="counterfact", description="counterfact or zsre.")
+    n: int = Field(default=500, ge=1, description="Cases (edits); 3 queries each.")
+    out: Path = Field(default=Path("postedit-eval"), description="Output folder.")
+    methods: list[str] = Field(
+        default_factory=lambda: ["none", "prompt", "ike", "span", "local", "llm"],
+        description="Methods: none, prompt, ike, serac, span, local, llm (local: needs an adapter; llm: needs "
+        "llm_model; skipped otherwise).",
+    )
+    base_url: str | None = Field(default=None, description="Proxy root URL; None: start `keproxy serve`.")
+    model: str | None = Field(
+        default=None, description="Model alias; default 'demo' (mock) or the local one."
+    )
+    mock_response: str | None = Field(default=None, description="Self-started proxy: litellm mock answer.")
+    llm_model: str | None = Field(default=None, description="litellm model of postEdit-llm.")
+    llm_mock_response: str | None = Field(default=None, description="postEdit-llm: litellm mock answer.")
+    adapter: Path = Field(
+        default=Path("artifacts/post-editor"), description="LoRA adapter of postEdit-local."
+    )
+    base_model: Path = Field(
+        default=Path("artifacts/smollm2-hf"), description="Base model of postEdit-local."
+    )
+    min_score: float = Field(default=0.5, ge=-1, le=1, description="Retrieval gate (postedit_min_score).")
+    nli: str = Field(default="local", description="NLI backend of SE.")
+    max_tokens: int = Field(default=64, ge=1, description="max_tokens of every upstream answer.")
+    temperature: float = Field(default=0.0, ge=0, description="Upstream temperature.")
+    api_key: str = Field(default="keproxy", description="Proxy API key.")
+    progress: bool = Field(default=True, description="Show progress bars.")
+    plots: bool = Field(default=True, description="Write postedit.png.")
+
+
+@dataclass
+class PostEditEvalReport:
+    """What a run produced. requests: upstream answers asked; cached: answers read from the cache."""
+
+    rows: list[MetricRow]
+    skipped: dict[str, str] = field(default_factory=dict)
+    retrieval_accuracy: float = math.nan
+    requests: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+    files: list[Path] = field(default_factory=list)
+
+
+def method_names(config: PostEditEvalConfig) -> tuple[list[str], dict[str, str]]:
+    """(table labels of the methods that will run, {label: why skipped}). Raises ValueError on unknown keys."""
+    unknown = [m for m in config.methods if m not in _METHOD_KEYS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(_METHOD_KEYS)}")
+    run, skipped = [], {}
+    for key in config.methods:
+        label = _METHOD_KEYS[key]
+        if key == "local" and not (config.adapter / "adapter_config.json").is_file():
+            skipped[label] = f"no adapter at {config.adapter} (keproxy train editor)"
+        elif key == "local" and not (config.base_model / "config.json").is_file():
+            skipped[label] = f"no base model at {config.base_model} (keproxy train editor converts it)"
+        elif key == "llm" and not config.llm_model:
+            skipped[label] = "no --llm-model"
+        else:
+            run.append(label)
+    return run, skipped
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    disable=not enabled)  # fmt: skip
+
+
+# --- upstream answers through the proxy ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PromptRequest:
+    """One chat request: its cache ``key`` (:func:`~keproxy.eval.harness.request_key`) and ``messages``."""
+
+    key: str
+    messages: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, model: str, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> PromptRequest:
+        return cls(request_key(model, messages, "off", params, 0), messages)
+
+
+def fetch_answers(
+    requests: Sequence[PromptRequest],
+    cache: AnswerCache,
+    *,
+    model: str,
+    params: Mapping[str, Any],
+    state_dir: Path,
+    base_url: str | None = None,
+    mock_response: str | None = None,
+    api_key: str = "keproxy",
+    progress: bool = True,
+    description: str = "upstream answers",
+) -> tuple[int, int]:
+    """Fetch every uncached answer of ``requests`` through the proxy at ``base_url`` (None: a ``keproxy
+    serve`` child with data dir ``state_dir``, started only when an answer is missing) with ``edit_mode:
+    "off"`` and strategy ``otc``; each answer is stored in ``cache`` as ``{"text", "messages"}`` as soon as it
+    arrives. Returns (asked, cached). Raises HarnessError on a refused or failed request."""
+    import openai
+
+    missing = list({r.key: r for r in requests if not cache.has(r.key)}.values())
+    cached = len({r.key for r in requests}) - len(missing)
+    if not missing:
+        return 0, cached
+    asked = 0
+    with ExitStack() as stack:
+        url = base_url or stack.enter_context(serve_proxy(state_dir, mock_response=mock_response))
+        client = openai.OpenAI(base_url=f"{url.rstrip('/')}/v1", api_key=api_key, max_retries=2)
+        with _progress(progress) as bar:
+            task = bar.add_task(description, total=len(missing))
+            for req in missing:
+                try:
+                    completion = client.chat.completions.create(
+                        model=model, messages=req.messages,  # type: ignore[arg-type]
+                        extra_body={"keproxy": {"strategy": "otc", "edit_mode": "off"}}, **params,
+                    )  # fmt: skip
+                except openai.APIStatusError as exc:
+                    raise HarnessError(f"the proxy refused a request: {exc}") from exc
+                except openai.OpenAIError as exc:
+                    raise HarnessError(f"chat completion failed: {exc}") from exc
+                text = (completion.choices[0].message.content or "") if completion.choices else ""
+                cache.put(req.key, {"text": text, "messages": req.messages})
+                asked += 1
+                bar.advance(task)
+    return asked, cached
+
+
+def _answer(cache: AnswerCache, req: PromptRequest) -> str:
+    entry = cache.get(req.key)
+    if entry is None:
+        raise HarnessError(f"answer {req.key} is missing from the cache")
+    return str(entry.get("text", ""))
+
+
+# --- post-editors -------------------------------------------------------------------------------------------
+
+
+def _editors(config: PostEditEvalConfig, labels: Sequence[str]) -> dict[str, PostEditor]:
+    from keproxy.postedit import LLMPostEditor, LocalPostEditor, SpanPostEditor
+
+    editors: dict[str, PostEditor] = {}
+    if "postEdit-span" in labels:
+        editors["postEdit-span"] = SpanPostEditor()
+    if "postEdit-local" in labels:
+        editors["postEdit-local"] = LocalPostEditor(config.base_model, config.adapter, max_new_tokens=96)
+    if "postEdit-llm" in labels:
+        editors["postEdit-llm"] = LLMPostEditor(config.llm_model, mock_response=config.llm_mock_response)
+    return editors
+
+
+def _editor_id(label: str, config: PostEditEvalConfig) -> str:
+    if label == "postEdit-local":
+        manifest = config.adapter / "keproxy-post-editor.json"
+        tag = hashlib.sha256(manifest.read_bytes()).hexdigest()[:16] if manifest.is_file() else "none"
+        return f"local:{tag}"
+    if label == "postEdit-llm":
+        return f"llm:{config.llm_model}:{config.llm_mock_response}"
+    return label
+
+
+def _post_edit(
+    editor: PostEditor, editor_id: str, x: str, y_o: str, target: RetrievedEdit, cache: AnswerCache
+) -> str:
+    from keproxy.editors.base import EditContext
+
+    if editor.name == "span":  # pure rules: nothing worth caching
+        return asyncio.run(editor.post_edit(x, y_o, target, EditContext())).apply(y_o)
+    key = request_key(editor_id, [{"x": x, "y_o": y_o, "edit": target.edit.text}], "postedit", {}, 0)
+    entry = cache.get(key)
+    if entry is None:
+        result = asyncio.run(editor.post_edit(x, y_o, target, EditContext()))
+        entry = {"text": result.apply(y_o), "retain": result.retain, "raw": result.raw}
+        cache.put(key, entry)
+    return str(entry["text"])
+
+
+# --- the run ------------------------------------------------------------------------------------------------
+
+
+def _memory(config: PostEditEvalConfig, cases: Sequence[EditCase]) -> Any:
+    """A fresh edit memory under ``out/memory`` holding every case's edit (global scope, tenant default)."""
+    from keproxy.memory import EditMemory, Embedder, SQLiteEditStore
+
+    folder = config.out / "memory"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    memory = EditMemory(SQLiteEditStore(folder / "edits.sqlite3"), Embedder.from_name_or_path(None))
+    memory.add_many([c.edit for c in cases])
+    return memory
+
+
+def run_postedit_eval(
+    config: PostEditEvalConfig, *, log: Callable[[str], None] = lambda _m: None
+) -> PostEditEvalReport:
+    """Run the evaluation of the module docstring. Raises HarnessError (proxy trouble, a 4xx), ValueError (bad
+    methods), FileNotFoundError (data) and what the NLI backend or a post-editor raises."""
+    started = time.monotonic()
+    labels, skipped = method_names(config)
+    report = PostEditEvalReport(rows=[], skipped=skipped)
+    for label, why in skipped.items():
+        log(f"skipping {label}: {why}")
+    cases = load_cases(config.data, config.n)
+    config.out.mkdir(parents=True, exist_ok=True)
+    cache = AnswerCache(config.out / "cache")
+    model = config.model
+    if model is None:
+        if config.base_url is not None:
+            raise ValueError("a model alias is required with base_url")
+        from keproxy.settings import load_settings
+
+        model = "demo" if config.mock_response is not None else load_settings().local_model.alias
+    params = {"temperature": config.temperature, "max_tokens": config.max_tokens}
+
+    memory = _memory(config, cases)
+    queries = [(c, t, c.queries[t]) for c in cases for t in QUERY_TYPES]
+    retrieved = memory.retrieve_many([q for _, _, q in queries], _SCOPE, k=1, min_score=-1.0)
+    memory.close()
+    ins = [(c, hits) for (c, t, _), hits in zip(queries, retrieved, strict=True) if t != "oos"]
+    report.retrieval_accuracy = sum(bool(h) and h[0].edit.id == c.edit.id for c, h in ins) / max(len(ins), 1)
+
+    y_o_reqs, method_reqs = [], {}
+    for (_, _, x), hits in zip(queries, retrieved, strict=True):
+        messages = [{"role": "user", "content": x}]
+        y_o_reqs.append(PromptRequest.of(model, messages, params))
+        for label in labels:
+            if label in PREPROCESS_METHODS:
+                sent = preprocess(PREPROCESS_METHODS[label], messages, hits, min_score=config.min_score)  # type: ignore[arg-type]
+                method_reqs[(label, x)] = PromptRequest.of(model, sent.messages, params)
+    report.requests, report.cached = fetch_answers(
+        [*y_o_reqs, *method_reqs.values()], cache, model=model, params=params, state_dir=config.out / "state",
+        base_url=config.base_url, mock_response=config.mock_response, api_key=config.api_key,
+        progress=config.progress,
+    )  # fmt: skip
+
+    editors = _editors(config, labels)
+    outputs: dict[str, list[tuple[EditCase, QueryType, str, str, str]]] = {label: [] for label in labels}
+    with _progress(config.progress) as bar:
+        task = bar.add_task("post-editing", total=len(queries) * max(len(editors), 1))
+        for (case, qtype, x), hits, req in zip(queries, retrieved, y_o_reqs, strict=True):
+            y_o = _answer(cache, req)
+            target = gate(hits, config.min_score)
+            for label in labels:
+                if label == "no edit":
+                    y_e = y_o
+                elif label in PREPROCESS_METHODS:
+                    y_e = _answer(cache, method_reqs[(label, x)])
+                else:
+                    editor = editors[label]
+                    y_e = (
+                        y_o
+                        if target is None
+                        else _post_edit(editor, _editor_id(label, config), x, y_o, target, cache)
+                    )
+                    bar.advance(task)
+                outputs[label].append((case, qtype, x, y_o, y_e))
+
+    log("scoring (NLI + SBERT)")
+    from keproxy.memory import Embedder
+    from keproxy.nli import get_nli_backend
+
+    scorer = PostEditScorer(get_nli_backend(config.nli), Embedder.from_name_or_path(None).encode)
+    scored: dict[str, list[tuple[QueryType, CaseScores]]] = {}
+    rows_out: list[dict[str, Any]] = []
+    for label in labels:
+        items = outputs[label]
+        pe_cases = [
+            PostEditCase(x, t, y_o, y_e, c.o_old, c.o_new, c.k_old, c.k_new) for c, t, x, y_o, y_e in items
+        ]
+        scores = scorer.score(pe_cases)
+        scored[label] = [(p.query_type, s) for p, s in zip(pe_cases, scores, strict=True)]
+        for (case, qtype, x, y_o, y_e), s in zip(items, scores, strict=True):
+            rows_out.append({"method": label, "case_id": case.case_id, "query_type": qtype, "query": x,
+                             "y_o": y_o, "y_e": y_e, **s.as_dict()})  # fmt: skip
+    report.rows = table_rows(scored, labels)
+    report.seconds = time.monotonic() - started
+    report.files = _write_outputs(config, report, rows_out)
+    return report
+
+
+# --- tables and plot ----------------------------------------------------------------------------------------
+
+_COLUMNS = ("simple", "rephrase", "oos", "AVG", "HM")
+_HEAD = {"simple": "Simple", "rephrase": "Rephrase", "oos": "OOS", "AVG": "AVG", "HM": "HM"}
+
+
+def _fmt(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.2f}"
+
+
+def table_markdown(rows: Sequence[MetricRow]) -> str:
+    """Table 1's layout in markdown: rows = methods; per metric TE / SE / TR / SR the columns Simple, Rephrase,
+    OOS, AVG, HM (percent)."""
+    header = ["Method"] + [f"{m} {_HEAD[c]}" for m in METRICS for c in _COLUMNS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [_fmt(row.cells[m][c]) for m in METRICS for c in _COLUMNS]
+        lines.append("| " + " | ".join([row.method, *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table_csv(rows: Sequence[MetricRow], path: Path) -> None:
+    """Write the table as CSV: ``method`` then ``{metric}_{column}`` columns (percent, 4 decimals)."""
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(
+            ["method", *(f"{m}_{c}" for m in METRICS for c in _COLUMNS), *(f"n_{t}" for t in QUERY_TYPES)]
+        )
+        for row in rows:
+            writer.writerow([row.method, *(round(row.cells[m][c], 4) for m in METRICS for c in _COLUMNS),
+                             *(row.n[t] for t in QUERY_TYPES)])  # fmt: skip
+
+
+def _plot(rows: Sequence[MetricRow], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(4 * len(METRICS), 3.6), sharey=True)
+    width = 0.8 / max(len(rows), 1)
+    xs = np.arange(len(_COLUMNS))
+    for ax, metric in zip(axes, METRICS, strict=True):
+        for i, row in enumerate(rows):
+            values = [0.0 if math.isnan(v) else v for v in (row.cells[metric][c] for c in _COLUMNS)]
+            ax.bar(xs + i * width - 0.4 + width / 2, values, width, label=row.method)
+        ax.set_xticks(xs, [_HEAD[c] for c in _COLUMNS])
+        ax.set_title(metric)
+        ax.set_ylim(0, 100)
+    axes[0].set_ylabel("%")
+    axes[-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _write_outputs(
+    config: PostEditEvalConfig, report: PostEditEvalReport, rows_out: list[dict[str, Any]]
+) -> list[Path]:
+    out = config.out
+    files = [out / "cases.csv", out / "table.md", out / "table.csv", out / "summary.json"]
+    with files[0].open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows_out[0]) if rows_out else ["method"])
+        writer.writeheader()
+        writer.writerows(rows_out)
+    files[1].write_text(table_markdown(report.rows), encoding="utf-8")
+    table_csv(report.rows, files[2])
+    summary = {
+        "config": config.model_dump(mode="json"),
+        "rows": [
+            {"method": r.method, "n": dict(r.n), "cells": {m: dict(v) for m, v in r.cells.items()}}
+            for r in report.rows
+        ],
+        "skipped": report.skipped,
+        "retrieval_accuracy_ins": report.retrieval_accuracy,
+        "requests": report.requests,
+        "cached": report.cached,
+        "seconds": round(report.seconds, 1),
+    }
+    files[3].write_text(json.dumps(summary, indent=2, allow_nan=True), encoding="utf-8")
+    if config.plots and report.rows:
+        files.append(out / "postedit.png")
+        _plot(report.rows, files[-1], f"postEdit metrics on {config.data} (n={config.n})")
+    return files

@@ -1,0 +1,86 @@
+"""``keproxy eval postedit``: the command-line face of :func:`keproxy.eval.postedit.run_postedit_eval`.
+
+:func:`eval_postedit_command` is a plain function with typer ``Annotated`` options; the CLI registers it with
+``eval_app.command("postedit")(eval_postedit_command)``. Exit codes: 0 done, 2 bad arguments or a fatal error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+__all__ = ["eval_postedit_command"]
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip().lower() for v in value.split(",") if v.strip()]
+
+
+def eval_postedit_command(
+    data: Annotated[
+        str, typer.Option(help="counterfact or zsre (from the shared data folder).")
+    ] = "counterfact",
+    n: Annotated[int, typer.Option("--n", min=1, help="Cases (edits), 3 queries each.")] = 500,
+    out: Annotated[Path, typer.Option(help="Output folder (tables, plot, cases.csv, cache/).")] = Path(
+        "postedit-eval"
+    ),
+    methods: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated: none, prompt, ike, serac, span, local, llm (unavailable ones skip)."
+        ),
+    ] = "none,prompt,ike,span,local,llm",
+    base_url: Annotated[
+        str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")] = None,
+    mock_response: Annotated[
+        str | None, typer.Option(help="Self-started proxy only: answer every request with this text.")
+    ] = None,
+    llm_model: Annotated[str | None, typer.Option(help="litellm model of postEdit-llm.")] = None,
+    llm_mock_response: Annotated[str | None, typer.Option(help="postEdit-llm: litellm mock answer.")] = None,
+    adapter: Annotated[Path, typer.Option(help="LoRA adapter of postEdit-local.")] = Path(
+        "artifacts/post-editor"
+    ),
+    base_model: Annotated[Path, typer.Option(help="Base model folder of postEdit-local.")] = Path(
+        "artifacts/smollm2-hf"
+    ),
+    min_score: Annotated[float, typer.Option(help="Retrieval gate of the post-editors (cosine).")] = 0.5,
+    nli: Annotated[str, typer.Option(help="NLI backend of SE (local, hf:<name>, llm:<model>).")] = "local",
+    max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of every upstream answer.")] = 64,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write postedit.png.")] = True,
+    api_key: Annotated[str, typer.Option(envvar="KEPROXY_API_KEY", help="Proxy API key.")] = "keproxy",
+) -> None:
+    """postEdit's Table 1 (TE / SE / TR / SR for Simple, Rephrase, OOS, AVG, HM) for no edit, PROMPT, IKE and
+    the post-editors, with the upstream behind keproxy. Answers are cached in OUT/cache: a re-run resumes."""
+    from pydantic import ValidationError
+
+    from keproxy.eval.harness import HarnessError
+    from keproxy.eval.postedit import PostEditEvalConfig, run_postedit_eval
+
+    err = Console(stderr=True)
+    try:
+        config = PostEditEvalConfig(
+            data=data.lower(), n=n, out=out, methods=_csv(methods), base_url=base_url, model=model,
+            mock_response=mock_response, llm_model=llm_model, llm_mock_response=llm_mock_response,
+            adapter=adapter, base_model=base_model, min_score=min_score, nli=nli, max_tokens=max_tokens,
+            progress=progress, plots=plots, api_key=api_key,
+        )  # fmt: skip
+    except ValidationError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    try:
+        report = run_postedit_eval(config, log=err.log)
+    except (HarnessError, ValueError, FileNotFoundError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    print((config.out / "table.md").read_text(encoding="utf-8"))
+    err.print(
+        f"{config.data} n={config.n}: {report.requests} upstream answers asked, {report.cached} from cache; "
+        f"top-1 retrieval accuracy (in-scope) {100 * report.retrieval_accuracy:.1f} %; {report.seconds:.0f} s; "
+        f"wrote {', '.join(p.name for p in report.files)} to {config.out}"
+    )

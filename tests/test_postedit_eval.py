@@ -1,0 +1,90 @@
+"""``keproxy eval postedit`` on 5 CounterFact cases through the real proxy subprocess (litellm mock upstream)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from keproxy.cli import app
+from keproxy.eval.postedit import PostEditEvalConfig, method_names, table_markdown
+from keproxy.eval.postedit_data import load_cases
+from keproxy.eval.postedit_metrics import CaseScores, table_rows
+from keproxy.nli.local import default_artifact_path
+
+needs_nli = pytest.mark.skipif(
+    not (Path(os.environ.get("KEPROXY_NLI_PATH") or default_artifact_path()) / "config.json").is_file(),
+    reason="no local NLI model (make nli)",
+)
+
+
+def test_load_cases_fields() -> None:
+    cases = load_cases("counterfact", 2)
+    assert cases[0].queries == {
+        "simple": "The mother tongue of Danielle Darrieux is",
+        "rephrase": "Where Danielle Darrieux is from, people speak the language of",
+        "oos": "Michel Rocard is a native speaker of",
+    }
+    assert (cases[0].o_old, cases[0].o_new) == ("French", "English")
+    assert cases[0].k_old == "The mother tongue of Danielle Darrieux is French."
+    zsre = load_cases("zsre", 1)[0]
+    assert zsre.queries["oos"] == "What is the name of the last episode of spongebob?"
+    assert {c.case_id for c in load_cases("zsre", split="train")}.isdisjoint(
+        c.case_id for c in load_cases("zsre", 500)
+    )
+
+
+def test_methods_skip_what_is_not_available(tmp_path: Path) -> None:
+    config = PostEditEvalConfig(
+        out=tmp_path, adapter=tmp_path / "none", methods=["none", "span", "local", "llm"]
+    )
+    labels, skipped = method_names(config)
+    assert labels == ["no edit", "postEdit-span"]
+    assert set(skipped) == {"postEdit-local", "postEdit-llm"}
+    with pytest.raises(ValueError, match="unknown method"):
+        method_names(PostEditEvalConfig(out=tmp_path, methods=["rome"]))
+
+
+def test_table_markdown_layout() -> None:
+    rows = table_rows({"no edit": [(t, CaseScores(1, 1, 1, 1)) for t in ("simple", "rephrase", "oos")]})
+    header, _, line = table_markdown(rows).splitlines()
+    assert header.startswith("| Method | TE Simple | TE Rephrase | TE OOS | TE AVG | TE HM | SE Simple")
+    assert line.count("100.00") == 20
+
+
+@needs_nli
+def test_eval_postedit_through_the_proxy(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["eval", "postedit", "--data", "counterfact", "--n", "5", "--out", str(out), "--no-progress",
+            "--mock-response", "Danielle Darrieux speaks French.", "--methods", "none,prompt,ike,span,local",
+            "--adapter", str(tmp_path / "no-adapter")]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (out / "postedit.png").stat().st_size > 0
+    table = list(csv.DictReader((out / "table.csv").read_text(encoding="utf-8").splitlines()))
+    assert [r["method"] for r in table] == ["no edit", "PROMPT", "IKE", "postEdit-span"]
+    assert all(r["n_simple"] == r["n_oos"] == "5" for r in table)
+    by = {r["method"]: r for r in table}
+    # The mock's answer names o = French for case 0 only; span replaces it with o* there.
+    assert float(by["postEdit-span"]["TE_simple"]) > float(by["no edit"]["TE_simple"])
+    assert float(by["no edit"]["TR_oos"]) == 100.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["retrieval_accuracy_ins"] == 1.0
+    assert "postEdit-local" in summary["skipped"]
+    assert summary["requests"] > 0 and summary["cached"] == 0
+    cases = list(csv.DictReader(io.StringIO((out / "cases.csv").read_text(encoding="utf-8"))))
+    assert len(cases) == 4 * 15
+    span0 = next(c for c in cases if c["method"] == "postEdit-span" and c["case_id"] == "counterfact:0"
+                 and c["query_type"] == "simple")  # fmt: skip
+    assert span0["y_e"] == "Danielle Darrieux speaks English."
+
+    # A second run is answered from the cache alone (no proxy is started).
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["requests"] == 0 and summary["cached"] > 0

@@ -1,0 +1,110 @@
+"""``keproxy train editor`` (postEdit Algorithm 2): encoding, schedule, data filter and a real 2-step build."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from keproxy.eval.postedit_data import load_cases
+from keproxy.nli.local import default_artifact_path
+from keproxy.postedit import RETAIN_TOKEN, fill_t_edit
+from keproxy.train.editor import EditorTrainConfig, _encode, _lr_factor, config_hash
+from keproxy.train.editor_data import EditorExample, augment_span
+
+
+class CharTokenizer:
+    """One id per character; id 0 is EOS."""
+
+    eos_token_id = 0
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+        return {"input_ids": [ord(c) for c in text]}
+
+
+def example(target: str, prompt: str = "PROMPT") -> EditorExample:
+    return EditorExample("counterfact:0", "simple", "x", "y", prompt, target)
+
+
+def test_encode_masks_the_prompt_and_ends_with_eos() -> None:
+    ids, labels = _encode(CharTokenizer(), example("ab"), EditorTrainConfig())
+    assert ids == [*map(ord, "PROMPT"), ord(" "), ord("a"), ord("b"), 0]
+    assert labels == [-100] * 6 + [ord(" "), ord("a"), ord("b"), 0]
+
+
+def test_encode_cuts_the_prompt_from_the_left() -> None:
+    config = EditorTrainConfig(max_length=40, max_target_tokens=8)
+    ids, labels = _encode(CharTokenizer(), example("t" * 20, prompt="p" * 50 + "END"), config)
+    assert len(ids) == 40 and len(labels) == 40
+    assert "".join(map(chr, ids[:31])).endswith("END")  # the end of the prompt is kept
+    assert sum(v != -100 for v in labels) == 9  # 8 target tokens + EOS
+
+
+def test_lr_schedule_warms_up_then_decays() -> None:
+    factors = [_lr_factor(s, 20, 2) for s in range(20)]
+    assert factors[0] == 0.5 and factors[1] == 1.0
+    assert all(a >= b for a, b in itertools.pairwise(factors[1:]))
+    assert factors[-1] < 0.05
+
+
+def test_span_augmenter_and_prompt() -> None:
+    case = load_cases("counterfact", 1, split="train")[0]
+    edit = case.edit
+    y_o = f"I think it is {case.o_old}."
+    assert augment_span(edit, case.queries["simple"], y_o).lower() == f"i think it is {case.o_new.lower()}."
+    prompt = fill_t_edit(edit, case.queries["simple"], y_o)
+    assert prompt.startswith("### Instruction:") and prompt.endswith("### Edited response:")
+    assert f"from {case.o_old} to {case.o_new}" in prompt
+
+
+def test_config_hash_depends_on_config_and_examples() -> None:
+    base = {"file": "x.gguf", "bytes": 1}
+    a = config_hash(EditorTrainConfig(), [example("a")], base)
+    assert a == config_hash(EditorTrainConfig(), [example("a")], base)
+    assert a != config_hash(EditorTrainConfig(seed=1), [example("a")], base)
+    assert a != config_hash(EditorTrainConfig(), [example(RETAIN_TOKEN)], base)
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(
+    os.environ.get("KEPROXY_TRAIN_SMOKE") != "1",
+    reason="minutes on a shared 2-core CPU (a LoRA step of SmolLM2 takes 20-70 s); KEPROXY_TRAIN_SMOKE=1 runs it",
+)
+@pytest.mark.skipif(
+    not (Path(os.environ.get("KEPROXY_NLI_PATH") or default_artifact_path()) / "config.json").is_file(),
+    reason="no local NLI model (make nli)",
+)
+def test_train_editor_two_steps(tmp_path: Path) -> None:
+    """A real build: y_o through the proxy subprocess (mock upstream), SmolLM2 converted from the GGUF (reused
+    from artifacts/smollm2-hf when present), 2 LoRA steps, adapter + manifest saved, and a second call cached."""
+    from keproxy.train.editor import DEFAULT_BASE_DIR, train_editor
+    from keproxy.train.editor_data import UpstreamSpec
+
+    base_dir = DEFAULT_BASE_DIR if (DEFAULT_BASE_DIR / "config.json").is_file() else tmp_path / "base"
+    out = tmp_path / "post-editor"
+    config = EditorTrainConfig(
+        max_examples=12, max_steps=2, batch_size=2, max_length=96, datasets=("counterfact",)
+    )
+    upstream = UpstreamSpec(mock_response="I believe the answer is English.", max_tokens=16)
+    manifest = train_editor(out, config, base_dir=base_dir, upstream=upstream, progress=False)
+    assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
+    assert manifest["training"]["steps"] == 2
+    assert manifest["data"]["by_type"]["oos"] == 4
+    adapter = json.loads((out / "adapter_config.json").read_text())
+    assert adapter["r"] == 8 and adapter["lora_alpha"] == 16
+    assert set(adapter["target_modules"]) == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    }
+    lines = (out / "train.jsonl").read_text().splitlines()
+    assert any(json.loads(line)["target"] == RETAIN_TOKEN for line in lines)
+    again = train_editor(out, config, base_dir=base_dir, upstream=upstream, progress=False)
+    assert again["cached"] is True and again["config_hash"] == manifest["config_hash"]
