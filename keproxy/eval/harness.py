@@ -57,6 +57,7 @@ from keproxy.eval.metrics import (
     score_answer,
     upstream_calls,
 )
+from keproxy.eval.replay import complete_with_transcript
 from keproxy.eval.table2 import (
     BASELINE,
     Table2Row,
@@ -81,7 +82,6 @@ __all__ = [
     "serve_proxy",
 ]
 
-REQUEST_ID_HEADER = "x-keproxy-request-id"
 #: Columns of ``runs.csv`` (the fields of :class:`RunResult`).
 RUNS_CSV_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunResult))
 # Transcript keys not kept in the cache: the client's own messages and a copy of final_response.
@@ -273,11 +273,8 @@ def _ask(
 ) -> dict[str, Any]:
     """Send ``job``; return the cache entry. Raises openai.APIStatusError (4xx, fatal) or RuntimeError."""
     try:
-        raw = client.chat.completions.with_raw_response.create(
-            model=model,
-            messages=job.dialogue.messages,  # type: ignore[arg-type]
-            extra_body={"keproxy": {"strategy": job.sent_strategy}},
-            **params,
+        request_id, text, transcript = complete_with_transcript(
+            client, http, job.dialogue.messages, model=model, strategy=job.sent_strategy, **params
         )
     except openai.APIStatusError as exc:
         if 400 <= exc.status_code < 500 and exc.status_code not in (408, 429):
@@ -285,19 +282,6 @@ def _ask(
         raise RuntimeError(f"chat completion failed: {exc}") from exc
     except openai.OpenAIError as exc:
         raise RuntimeError(f"chat completion failed: {exc}") from exc
-    request_id = raw.headers.get(REQUEST_ID_HEADER)
-    if not request_id:
-        raise RuntimeError(f"the response has no {REQUEST_ID_HEADER} header")
-    completion = raw.parse()
-    text = (completion.choices[0].message.content or "") if completion.choices else ""
-    try:
-        reply = http.get(f"/keproxy/transcripts/{request_id}")
-        reply.raise_for_status()
-        transcript = reply.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise RuntimeError(f"transcript {request_id} could not be fetched: {exc}") from exc
-    if transcript.get("usage") is None and completion.usage is not None:
-        transcript["usage"] = completion.usage.model_dump()
     for key in _DROPPED_KEYS:
         transcript.pop(key, None)
     return {

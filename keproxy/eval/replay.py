@@ -32,6 +32,7 @@ __all__ = [
     "CSV_COLUMNS",
     "REQUEST_ID_HEADER",
     "ReplayError",
+    "complete_with_transcript",
     "replay_keic",
     "result_from_transcript",
     "write_dialogues_csv",
@@ -136,6 +137,44 @@ def write_summary(summary: Mapping[str, Any], path: str | Path) -> None:
     Path(path).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
+def complete_with_transcript(
+    client: openai.OpenAI,
+    http: httpx.Client,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    model: str,
+    strategy: str,
+    **params: Any,
+) -> tuple[str, str, dict[str, Any]]:
+    """Send ``messages`` through the proxy with ``strategy`` (and ``params``: temperature, max_tokens, ...),
+    then fetch the request's transcript; returns (request id, response text, transcript). The transcript's
+    ``usage`` is filled from the response when the proxy logged none.
+
+    Raises what the openai client raises for the chat call (openai.OpenAIError), and ReplayError when the
+    response has no request id or the transcript cannot be fetched.
+    """
+    raw = client.chat.completions.with_raw_response.create(
+        model=model,
+        messages=messages,  # type: ignore[arg-type]
+        extra_body={"keproxy": {"strategy": strategy}},
+        **params,
+    )
+    request_id = raw.headers.get(REQUEST_ID_HEADER)
+    if not request_id:
+        raise ReplayError(f"the response has no {REQUEST_ID_HEADER} header")
+    completion = raw.parse()
+    text = (completion.choices[0].message.content or "") if completion.choices else ""
+    try:
+        reply = http.get(f"/keproxy/transcripts/{request_id}")
+        reply.raise_for_status()
+        transcript = reply.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise ReplayError(f"transcript {request_id} could not be fetched: {exc}") from exc
+    if transcript.get("usage") is None and completion.usage is not None:
+        transcript["usage"] = completion.usage.model_dump()
+    return request_id, text, transcript
+
+
 def _replay_one(
     client: openai.OpenAI,
     http: httpx.Client,
@@ -149,28 +188,19 @@ def _replay_one(
         f"strategy {strategy!r}"
     )
     try:
-        raw = client.chat.completions.with_raw_response.create(
+        _, text, transcript = complete_with_transcript(
+            client,
+            http,
+            dialogue.messages,
             model=model,
-            messages=dialogue.messages,  # type: ignore[arg-type]
+            strategy=strategy,
             temperature=0,
             max_tokens=max_tokens,
-            extra_body={"keproxy": {"strategy": strategy}},
         )
     except openai.OpenAIError as exc:
         raise ReplayError(f"{where}: chat completion failed: {exc}") from exc
-    request_id = raw.headers.get(REQUEST_ID_HEADER)
-    if not request_id:
-        raise ReplayError(f"{where}: the response has no {REQUEST_ID_HEADER} header")
-    completion = raw.parse()
-    text = (completion.choices[0].message.content or "") if completion.choices else ""
-    try:
-        reply = http.get(f"/keproxy/transcripts/{request_id}")
-        reply.raise_for_status()
-        transcript = reply.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise ReplayError(f"{where}: transcript {request_id} could not be fetched: {exc}") from exc
-    if transcript.get("usage") is None and completion.usage is not None:
-        transcript = {**transcript, "usage": completion.usage.model_dump()}
+    except ReplayError as exc:
+        raise ReplayError(f"{where}: {exc}") from exc
     return result_from_transcript(dialogue, strategy, transcript, response_text=text)
 
 
