@@ -157,6 +157,8 @@ def test_predefined_texts_match_the_dialogue_builder_and_the_paper() -> None:
         keic.STORY_ACK,
         keic.CORRECTION_ACK,
     )
+    assert prompts.STORY_ACK == "Yes, I have memorized the story."
+    assert prompts.STORY_PROMPT.startswith("Read and memorize the following story.")
     assert prompts.VERIFICATION_PROMPT == "Really? Let's think about the update."
     assert prompts.ANSWER_EXTRACTION_PROMPT.endswith("You must output 'Yes' or 'No' first.")
     assert prompts.REITERATE_PROMPT == (

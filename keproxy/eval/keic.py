@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from keproxy.editors.base import Message
+from keproxy.editors.prompts import CORRECTION_ACK, STORY_ACK, STORY_PROMPT  # u1, b1, b7 of Fig. 3a
 from keproxy.editors.templates import TEMPLATES, fill_template
 
 __all__ = [
@@ -48,21 +49,6 @@ __all__ = [
     "instances_from_coqa_record",
     "load_keic",
 ]
-
-# Pre-defined texts of KEIC Fig. 3a ("The texts (u1, b1, and b7) in italics are pre-defined (i.e., fixed) and
-# used in all experiments"). u1 frames the story (false phase T_f), b1 acknowledges it, b7 acknowledges the
-# correction (correction phase T_c).
-#: u1, with ``{story}`` the passage.
-STORY_PROMPT = (
-    "Read and memorize the following story.\n\nStory: {story}\n=====\nHave you memorized the story?"
-)
-#: b1.
-STORY_ACK = "Yes, I have memorized the story."
-#: b7.
-CORRECTION_ACK = (
-    "No problem at all! I have updated my memory of the story with the correction you provided. "
-    "Thank you for letting me know."
-)
 
 #: The output space of a test question (KEIC §2.2: Y = {Yes, No}).
 ANSWERS: tuple[str, str] = ("Yes", "No")
