@@ -12,7 +12,7 @@ list of content parts; editors only ever touch ``{"type": "text"}`` parts and le
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -25,6 +25,7 @@ __all__ = [
     "Message",
     "TextEdit",
     "UpstreamCaller",
+    "copy_messages",
     "message_text",
     "replace_message_text",
 ]
@@ -134,6 +135,11 @@ class HistoryEditor(Protocol):
         corrections: Sequence[Correction],
         context: EditContext,
     ) -> HistoryEditResult: ...
+
+
+def copy_messages(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Deep copies of ``messages`` as plain dicts: editors return these, never their input (HistoryEditor)."""
+    return [copy.deepcopy(dict(m)) for m in messages]
 
 
 def message_text(message: Mapping[str, Any]) -> str:

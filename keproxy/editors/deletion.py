@@ -29,6 +29,7 @@ from keproxy.editors.base import (
     HistoryEditResult,
     Message,
     TextEdit,
+    copy_messages,
     message_text,
 )
 from keproxy.editors.deletion_backends import (
@@ -224,7 +225,7 @@ class DeletionEditor:
             raise ConfigError(
                 "strategy 'deletion' needs an NLI backend (setting nli_backend) or an upstream model"
             )
-        out: list[Message | None] = [copy.deepcopy(dict(m)) for m in messages]
+        out: list[Message | None] = [*copy_messages(messages)]
         run = DeletionRun(HistoryEditResult(messages=[]), TokenBudget(self.token_budget))
         edits: list[TextEdit] = []
         unresolved: list[Correction] = []

@@ -7,10 +7,9 @@ suffices (KEIC §3, "Practicality and Key Takeaways").
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
-from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message
+from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message, copy_messages
 
 __all__ = ["OTCEditor"]
 
@@ -27,4 +26,4 @@ class OTCEditor:
         context: EditContext,
     ) -> HistoryEditResult:
         """``messages`` unchanged (deep-copied, so callers may mutate the result)."""
-        return HistoryEditResult(messages=[copy.deepcopy(dict(m)) for m in messages])
+        return HistoryEditResult(messages=copy_messages(messages))

@@ -14,13 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from keproxy.editors.base import (
-    Correction,
-    EditContext,
-    HistoryEditResult,
-    Message,
-    TextEdit,
-)
+from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message, TextEdit, copy_messages
 from keproxy.editors.locate import SpanLocator
 from keproxy.memory.embeddings import Embedder
 
@@ -152,7 +146,7 @@ class PatchEditor:
         context: EditContext,
     ) -> HistoryEditResult:
         """The history with all corrections applied; see the class docstring."""
-        out: list[Message] = [copy.deepcopy(dict(m)) for m in messages]
+        out: list[Message] = copy_messages(messages)
         edits: list[TextEdit] = []
         unresolved: list[Correction] = []
         correction_turns = {c.turn_index for c in corrections}

@@ -12,11 +12,10 @@ The string-replacement oracle of Reiterate (§4.5) is the ``patch`` strategy.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message
+from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message, copy_messages
 from keproxy.editors.prompts import REITERATE_PROMPT
 from keproxy.errors import ConfigError
 
@@ -71,7 +70,7 @@ class ReiterateEditor:
         corrections: Sequence[Correction],
         context: EditContext,
     ) -> HistoryEditResult:
-        out = [copy.deepcopy(dict(m)) for m in messages]
+        out = copy_messages(messages)
         if not corrections:
             return HistoryEditResult(messages=out)
         last = max(corrections, key=lambda c: c.turn_index)

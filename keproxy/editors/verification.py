@@ -12,10 +12,9 @@ questions.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
-from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message
+from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message, copy_messages
 from keproxy.editors.prompts import ANSWER_EXTRACTION_PROMPT, VERIFICATION_PROMPT
 from keproxy.editors.reiterate import reply_text, require_upstream
 
@@ -45,7 +44,7 @@ class VerificationEditor:
         corrections: Sequence[Correction],
         context: EditContext,
     ) -> HistoryEditResult:
-        out = [copy.deepcopy(dict(m)) for m in messages]
+        out = copy_messages(messages)
         last = len(out) - 1
         if not corrections or last < 0 or out[last].get("role") != "user":
             return HistoryEditResult(messages=out, unresolved=list(corrections))

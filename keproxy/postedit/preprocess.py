@@ -19,12 +19,11 @@ them sends the retrieved edit's text upstream (postEdit's "privacy leakage of ed
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from keproxy.editors.base import Message, message_text
+from keproxy.editors.base import Message, copy_messages, message_text
 from keproxy.memory.edits import Edit, RetrievedEdit
 from keproxy.postedit.base import edit_objects, gate
 from keproxy.postedit.prompts import fact_phrase
@@ -108,7 +107,7 @@ def _last_user(messages: Sequence[Message]) -> int | None:
 
 
 def _with_user_text(messages: Sequence[Message], index: int, text: str) -> list[Message]:
-    out = [copy.deepcopy(dict(m)) for m in messages]
+    out = copy_messages(messages)
     content = out[index].get("content")
     if isinstance(content, list):  # keep images and other parts; the text parts become one
         others = [p for p in content if not (isinstance(p, dict) and p.get("type") == "text")]
@@ -127,7 +126,7 @@ def prompt_messages(messages: Sequence[Message], edit: Edit) -> list[Message]:
     (unchanged copy when there is no user turn)."""
     index = _last_user(messages)
     if index is None:
-        return [copy.deepcopy(dict(m)) for m in messages]
+        return copy_messages(messages)
     return _with_user_text(messages, index, _prompt_turn(edit, message_text(messages[index])))
 
 
@@ -153,7 +152,7 @@ def ike_messages(messages: Sequence[Message], edit: Edit) -> list[Message]:
 def serac_messages(messages: Sequence[Message], edit: Edit) -> list[Message]:
     """SERAC, in scope: :data:`SERAC_PROMPT` with the edit as a system message before the conversation."""
     system = {"role": "system", "content": SERAC_PROMPT.format(fact=edit.text)}
-    return [system, *(copy.deepcopy(dict(m)) for m in messages)]
+    return [system, *copy_messages(messages)]
 
 
 def preprocess(
@@ -164,7 +163,7 @@ def preprocess(
     an unknown mode."""
     best = gate(retrieved, -1.0 if mode in ("prompt", "ike") else min_score)
     if best is None:
-        return PreprocessResult([copy.deepcopy(dict(m)) for m in messages])
+        return PreprocessResult(copy_messages(messages))
     if mode == "prompt":
         return PreprocessResult(prompt_messages(messages, best.edit), best)
     if mode == "ike":
