@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from keproxy.errors import UpstreamError
 from keproxy.nli.base import LABELS, Label
-from keproxy.upstream.json_answer import import_litellm, parse_json_answer
+from keproxy.upstream.json_answer import answer_text, import_litellm, parse_json_answer
 
 __all__ = ["NLI_JUDGE_PROMPT", "LLMJudgeNLI", "NLIJudgement", "parse_judgement"]
 
@@ -101,7 +101,7 @@ class LLMJudgeNLI:
             response = litellm.completion(
                 model=self.model, messages=[{"role": "user", "content": prompt}], **self._kwargs
             )
-            text = response.choices[0].message.content or ""
+            text = answer_text(response)
         except Exception as exc:  # litellm raises its own tree; all of it means the call failed
             raise UpstreamError(f"NLI judge {self.model!r} failed: {exc}") from exc
         try:

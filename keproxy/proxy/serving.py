@@ -217,21 +217,19 @@ class ChatService:
         caller = RecordingCaller(upstream, body)
         transcript.editor_calls = caller.calls
         result = HistoryEditResult(messages=messages)
+        context = EditContext(alias=request.model, request_id=request_id, upstream=caller)
         if corrections:
-            context = EditContext(alias=request.model, request_id=request_id, upstream=caller)
             try:
                 result = await editor.edit(messages, corrections, context)
             except KeproxyError as exc:  # an editor's own upstream call failed: log it, then fail
                 transcript.latency_ms["edit"] = _ms(t0)
-                transcript.status, transcript.error = exc.status_code, error_body(exc)
-                transcript.latency_ms["total"] = _ms(started)
-                await self.store.add(transcript)
+                await self._log_failure(transcript, started, exc)
                 raise
         transcript.latency_ms["edit"] = _ms(t0)
         transcript.edits = [e.to_dict() for e in result.edits]
         prepared = PreparedRequest(request_id, request.model, upstream, body, result, transcript, started)
         prepared.query = last_user_text(messages)
-        prepared.context = EditContext(alias=request.model, request_id=request_id, upstream=caller)
+        prepared.context = context
         forwarded = result.messages
         if self.memory is not None:
             t0 = time.perf_counter()
@@ -239,7 +237,7 @@ class ChatService:
                 forwarded = await self._use_memory(prepared, self.memory, corrections, scope, mode)
             except Exception as exc:  # the memory failed: log the request, then fail
                 transcript.latency_ms["memory"] = _ms(t0)
-                await self._fail(prepared, exc)
+                await self._log_failure(transcript, started, exc)
                 raise
             transcript.latency_ms["memory"] = _ms(t0)
         prepared.post_editor = post_editor if prepared.post_target is not None else None
@@ -277,12 +275,12 @@ class ChatService:
         transcript.applied_edit = pre.applied.edit.id if pre.applied else None
         return pre.messages
 
-    async def _fail(self, prepared: PreparedRequest, exc: Exception) -> None:
-        """Log ``exc`` as the request's outcome (status from a KeproxyError, else 500)."""
-        transcript = prepared.transcript
+    async def _log_failure(self, transcript: Transcript, started: float, exc: Exception) -> None:
+        """Log ``exc`` as the outcome of a request that failed before its upstream call (status from a
+        KeproxyError, else 500); ``started``: its perf_counter start, for the total latency in ms."""
         transcript.status = exc.status_code if isinstance(exc, KeproxyError) else 500
         transcript.error = error_body(exc)
-        transcript.latency_ms["total"] = _ms(prepared.started)
+        transcript.latency_ms["total"] = _ms(started)
         await self.store.add(transcript)
 
     async def _post_edit(self, prepared: PreparedRequest, completion: dict[str, Any]) -> dict[str, Any]:
