@@ -359,13 +359,12 @@ class NLIJudge:
         self.lexical = lexical
         self.topic_gate = topic_gate
 
-    def _on_topic(self, premise: str, fact: Fact) -> bool:
+    def _topic(self, fact: Fact) -> frozenset[str] | None:
+        """The content words a segment must share with the fact (its text or ``replaced``) to be scored;
+        None when the topic gate is off."""
         if not self.topic_gate:
-            return True
-        words = content_words(premise)
-        return bool(words & content_words(fact.text)) or bool(
-            fact.replaced and words & content_words(fact.replaced)
-        )
+            return None
+        return content_words(fact.text) | content_words(fact.replaced or "")
 
     def _lexical(self, turn: TurnView, fact: Fact) -> bool:
         if not (self.lexical and fact.replaced and turn.is_exchange):
@@ -399,11 +398,12 @@ class NLIJudge:
         if budget.exhausted:
             return [Verdict(skipped=True) for _ in turns]
         fact_key = fact.text.strip()
+        topic = self._topic(fact)
         rows: list[tuple[int, Part, int, int]] = []  # (turn number, part, first pair, n pairs)
         pairs: list[tuple[str, str]] = []
         for n, turn in enumerate(turns):
             for part, premise in _segments(turn):
-                if premise.strip() == fact_key or not self._on_topic(premise, fact):
+                if premise.strip() == fact_key or (topic is not None and not topic & content_words(premise)):
                     continue
                 more = self._pairs(premise, fact, part.position is None)
                 rows.append((n, part, len(pairs), len(more)))
