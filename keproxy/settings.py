@@ -80,7 +80,7 @@ class LocalModelSettings(BaseModel):
     )
     port: int = Field(default=0, ge=0, le=65535, description="Port of the child server; 0 picks a free one.")
     n_ctx: int = Field(default=8192, ge=256, description="Context window in tokens.")
-    n_threads: int | None = Field(default=None, ge=1, description="CPU threads; default: llama.cpp's choice.")
+    n_threads: int | None = Field(default=None, ge=1, description="CPU threads; default: all CPUs.")
     startup_timeout_s: float = Field(
         default=120.0, gt=0, description="Seconds to wait for the server to answer."
     )

@@ -19,7 +19,10 @@ one is re-scored without a request. The proxy is started (``serve_proxy``: embed
 mock with ``mock_response``) only when an answer is missing, unless ``base_url`` names one.
 
 Outputs in ``out``: ``cases.csv`` (one row per method and query with y_o, y_e and the four scores),
-``table.md`` / ``table.csv`` (Table 1's layout), ``postedit.png`` and ``summary.json``.
+``table.md`` / ``table.csv`` (Table 1's layout over every query), ``table-paper.md`` / ``table-paper.csv`` (the
+same over postEdit's test set: the queries whose y_o passes App. C.1's filter,
+:func:`~keproxy.eval.postedit_metrics.paper_test_query`; n per type in the CSV), ``postedit.png`` and
+``summary.json``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from keproxy.eval.postedit_metrics import (
     PostEditCase,
     PostEditScorer,
     QueryType,
+    paper_test_query,
     table_rows,
 )
 from keproxy.memory.edits import EditScope, RetrievedEdit
@@ -111,9 +115,12 @@ class PostEditEvalConfig(BaseModel):
 
 @dataclass
 class PostEditEvalReport:
-    """What a run produced. requests: upstream answers asked; cached: answers read from the cache."""
+    """What a run produced. rows: Table 1 over every query; paper_rows: over postEdit's test set only
+    (:func:`~keproxy.eval.postedit_metrics.paper_test_query`). requests: upstream answers asked; cached: answers
+    read from the cache."""
 
     rows: list[MetricRow]
+    paper_rows: list[MetricRow] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     retrieval_accuracy: float = math.nan
     requests: int = 0
@@ -308,8 +315,11 @@ def run_postedit_eval(
             if label in PREPROCESS_METHODS:
                 sent = preprocess(PREPROCESS_METHODS[label], messages, hits, min_score=config.min_score)  # type: ignore[arg-type]
                 method_reqs[(label, x)] = PromptRequest.of(model, sent.messages, params)
+    # One method after another: consecutive requests share their prefix (IKE's demonstrations), which a
+    # llama.cpp upstream reuses instead of re-reading.
+    by_method = sorted(method_reqs.items(), key=lambda item: labels.index(item[0][0]))
     report.requests, report.cached = fetch_answers(
-        [*y_o_reqs, *method_reqs.values()], cache, model=model, params=params, state_dir=config.out / "state",
+        [*y_o_reqs, *(req for _, req in by_method)], cache, model=model, params=params, state_dir=config.out / "state",
         base_url=config.base_url, mock_response=config.mock_response, api_key=config.api_key,
         progress=config.progress,
     )  # fmt: skip
@@ -342,6 +352,7 @@ def run_postedit_eval(
 
     scorer = PostEditScorer(get_nli_backend(config.nli), Embedder.from_name_or_path(None).encode)
     scored: dict[str, list[tuple[QueryType, CaseScores]]] = {}
+    paper: dict[str, list[tuple[QueryType, CaseScores]]] = {}
     rows_out: list[dict[str, Any]] = []
     for label in labels:
         items = outputs[label]
@@ -350,10 +361,14 @@ def run_postedit_eval(
         ]
         scores = scorer.score(pe_cases)
         scored[label] = [(p.query_type, s) for p, s in zip(pe_cases, scores, strict=True)]
+        paper[label] = [
+            (p.query_type, s) for p, s in zip(pe_cases, scores, strict=True) if paper_test_query(p)
+        ]
         for (case, qtype, x, y_o, y_e), s in zip(items, scores, strict=True):
             rows_out.append({"method": label, "case_id": case.case_id, "query_type": qtype, "query": x,
                              "y_o": y_o, "y_e": y_e, **s.as_dict()})  # fmt: skip
     report.rows = table_rows(scored, labels)
+    report.paper_rows = table_rows(paper, labels)
     report.seconds = time.monotonic() - started
     report.files = _write_outputs(config, report, rows_out)
     return report
@@ -421,18 +436,25 @@ def _write_outputs(
     config: PostEditEvalConfig, report: PostEditEvalReport, rows_out: list[dict[str, Any]]
 ) -> list[Path]:
     out = config.out
-    files = [out / "cases.csv", out / "table.md", out / "table.csv", out / "summary.json"]
+    files = [out / "cases.csv", out / "table.md", out / "table.csv", out / "table-paper.md",
+             out / "table-paper.csv", out / "summary.json"]  # fmt: skip
     with files[0].open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows_out[0]) if rows_out else ["method"])
         writer.writeheader()
         writer.writerows(rows_out)
     files[1].write_text(table_markdown(report.rows), encoding="utf-8")
     table_csv(report.rows, files[2])
+    files[3].write_text(table_markdown(report.paper_rows), encoding="utf-8")
+    table_csv(report.paper_rows, files[4])
     summary = {
         "config": config.model_dump(mode="json"),
         "rows": [
             {"method": r.method, "n": dict(r.n), "cells": {m: dict(v) for m, v in r.cells.items()}}
             for r in report.rows
+        ],
+        "paper_rows": [
+            {"method": r.method, "n": dict(r.n), "cells": {m: dict(v) for m, v in r.cells.items()}}
+            for r in report.paper_rows
         ],
         "skipped": report.skipped,
         "retrieval_accuracy_ins": report.retrieval_accuracy,
@@ -440,7 +462,7 @@ def _write_outputs(
         "cached": report.cached,
         "seconds": round(report.seconds, 1),
     }
-    files[3].write_text(json.dumps(summary, indent=2, allow_nan=True), encoding="utf-8")
+    files[5].write_text(json.dumps(summary, indent=2, allow_nan=True), encoding="utf-8")
     if config.plots and report.rows:
         files.append(out / "postedit.png")
         _plot(report.rows, files[-1], f"postEdit metrics on {config.data} (n={config.n})")

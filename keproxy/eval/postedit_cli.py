@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -17,6 +17,10 @@ __all__ = ["eval_postedit_command"]
 
 def _csv(value: str) -> list[str]:
     return [v.strip().lower() for v in value.split(",") if v.strip()]
+
+
+def _counts(rows: list[Any]) -> str:
+    return ", ".join(f"{t} {n}" for t, n in rows[0].n.items()) if rows else "none"
 
 
 def eval_postedit_command(
@@ -78,7 +82,10 @@ def eval_postedit_command(
     except (HarnessError, ValueError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    print(f"All queries (n per type: {_counts(report.rows)}):\n")
     print((config.out / "table.md").read_text(encoding="utf-8"))
+    print(f"postEdit's test set, App. C.1 filter on y_o (n per type: {_counts(report.paper_rows)}):\n")
+    print((config.out / "table-paper.md").read_text(encoding="utf-8"))
     err.print(
         f"{config.data} n={config.n}: {report.requests} upstream answers asked, {report.cached} from cache; "
         f"top-1 retrieval accuracy (in-scope) {100 * report.retrieval_accuracy:.1f} %; {report.seconds:.0f} s; "

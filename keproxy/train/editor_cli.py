@@ -35,8 +35,8 @@ def train_editor_command(
     learning_rate: Annotated[float, typer.Option(help="AdamW peak learning rate.")] = 3e-4,
     seed: Annotated[int, typer.Option(help="Seed of shuffling, LoRA init and dropout.")] = 0,
     dtype: Annotated[
-        str, typer.Option(help="Training dtype: bfloat16 (default) or float32 (faster on CPUs without bf16).")
-    ] = "bfloat16",
+        str, typer.Option(help="auto (bfloat16 on CPUs with native bf16, else float32), bfloat16 or float32.")
+    ] = "auto",
     augmenter: Annotated[
         str, typer.Option(help="Edited targets: 'span' (rules) or 'litellm:<model>' (T^aug).")
     ] = "span",
@@ -53,6 +53,7 @@ def train_editor_command(
     nli: Annotated[str, typer.Option(help="NLI backend of the SE filter.")] = "local",
     cache_dir: Annotated[Path | None, typer.Option(help="Answer cache; default OUT-cache.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Retrain even when OUT is up to date.")] = False,
+    threads: Annotated[int | None, typer.Option(min=1, help="torch threads; default: all CPUs.")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
 ) -> None:
     """Train the post-editor (postEdit Algorithm 2): LoRA SFT of SmolLM2-135M on T^edit examples whose targets
@@ -79,7 +80,8 @@ def train_editor_command(
     try:
         manifest = train_editor(
             out, config, base_dir=base_dir, cache_dir=cache_dir, upstream=upstream, nli=nli,
-            augmenter_mock_response=augmenter_mock_response, force=force, progress=progress, log=err.log,
+            augmenter_mock_response=augmenter_mock_response, force=force, threads=threads, progress=progress,
+            log=err.log,
         )  # fmt: skip
     except (ValueError, HarnessError, ConfigError, FileNotFoundError) as exc:
         err.print(f"[red]error:[/red] {exc}")

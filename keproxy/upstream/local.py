@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import socket
 import subprocess
 import sys
@@ -79,9 +80,10 @@ class LocalModelServer:
             "--port", str(self.port),
             "--n_ctx", str(self.settings.n_ctx),
         ]  # fmt: skip
-        if self.settings.n_threads:
-            cmd += ["--n_threads", str(self.settings.n_threads)]
-        return cmd
+        # llama_cpp.server's own default is half the CPUs: one thread here, 0.71 s instead of 1.02 s for a
+        # 51-token SmolLM2 answer on this 2-core machine.
+        threads = self.settings.n_threads or os.cpu_count() or 1
+        return [*cmd, "--n_threads", str(threads)]
 
     async def start(self) -> None:
         """Start the child and wait until ``GET /v1/models`` answers 200.
