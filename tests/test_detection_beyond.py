@@ -688,7 +688,8 @@ async def test_the_proxy_runs_the_configured_contradiction_detector(tmp_path: Pa
     ]
     async for client in client_for(settings):
         resp = await client.post(
-            "/v1/chat/completions", json={"model": "m", "messages": messages, "keproxy": {"strategy": "patch"}}
+            "/v1/chat/completions",
+            json={"model": "m", "messages": messages, "keproxy": {"strategy": "patch"}},
         )
         assert resp.status_code == 200, resp.text
         row = (await client.get(f"/keproxy/transcripts/{resp.headers['x-keproxy-request-id']}")).json()

@@ -106,7 +106,9 @@ def test_counterfact_pairs_by_label() -> None:
     import random
 
     (item,) = counterfact_items([CF_RECORD], random.Random(0))
-    by_label = {label: [(p.premise, p.hypothesis) for p in item.pairs if p.label == label] for label in LABELS}
+    by_label = {
+        label: [(p.premise, p.hypothesis) for p in item.pairs if p.label == label] for label in LABELS
+    }
     true_s = "The mother tongue of Danielle Darrieux is French."
     assert (true_s, "The mother tongue of Danielle Darrieux is English.") in by_label["contradiction"] or any(
         p == true_s and h.endswith("is English.") for p, h in by_label["contradiction"]
@@ -124,7 +126,11 @@ def test_zsre_pairs_are_qa_lines() -> None:
     labels = Counter(p.label for p in item.pairs)
     assert labels["contradiction"] and labels["entailment"] and labels["neutral"]
     qa = "Which family does Ramalinaceae belong to? Lecanorales."
-    assert any(p.premise == qa and p.hypothesis.endswith("Lamiinae.") for p in item.pairs if p.label == "contradiction")
+    assert any(
+        p.premise == qa and p.hypothesis.endswith("Lamiinae.")
+        for p in item.pairs
+        if p.label == "contradiction"
+    )
     assert any(p.hypothesis == "What family are Ramalinaceae?" for p in item.pairs if p.label == "neutral")
 
 
@@ -143,7 +149,9 @@ def test_decode_pairs_take_the_same_speakers_closest_turn() -> None:
     }
     (item,) = decode_items([dialogue], [])
     (pair,) = item.pairs
-    assert pair == NLIPair("I have two dogs and a cat at home.", "I have never had any dogs.", "contradiction", "decode")
+    assert pair == NLIPair(
+        "I have two dogs and a cat at home.", "I have never had any dogs.", "contradiction", "decode"
+    )
     rct = {**dialogue, "conversation_id": "c2#truncated#4", "is_contradiction": False}
     (item,) = decode_items([], [rct])
     assert item.group == "decode:rct:c2" and item.pairs[0].label == "neutral"
@@ -239,7 +247,11 @@ def test_truncated_contradiction_cuts_after_a_changed_value() -> None:
 def test_edit_items_give_no_neutral_pairs_for_inconsistent_texts() -> None:
     import random
 
-    sentences = ["I have two dogs at home.", "My dogs are very quiet at night.", "I work at a bakery downtown."]
+    sentences = [
+        "I have two dogs at home.",
+        "My dogs are very quiet at night.",
+        "I work at a bakery downtown.",
+    ]
     (item,) = edit_items({"g": [sentences]}, "chat-edits", random.Random(0))
     assert {p.label for p in item.pairs} >= {"contradiction", "neutral"}
     (item,) = edit_items({"g": [["!", *sentences]]}, "chat-edits", random.Random(0))
@@ -285,7 +297,9 @@ def test_no_text_shared_between_train_heldout_and_handmade(nli_data) -> None:  #
 def test_pairs_are_deterministic_given_the_seed(nli_data) -> None:  # type: ignore[no-untyped-def]
     again = build_nli_data(seed=7, max_pairs=900, heldout_per_class=40)
     assert again.train == nli_data.train and again.heldout == nli_data.heldout
-    assert again.sizes == nli_data.sizes  # another seed gives another split: test_split_is_by_group_and_seeded
+    assert (
+        again.sizes == nli_data.sizes
+    )  # another seed gives another split: test_split_is_by_group_and_seeded
 
 
 def test_handmade_pairs() -> None:
@@ -311,7 +325,9 @@ def test_registry_missing_local_artifact_says_how_to_build(tmp_path: Path) -> No
         get_nli_backend(f"local:{tmp_path / 'absent'}")
 
 
-def test_default_artifact_path_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_artifact_path_follows_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(NLI_PATH_ENV, str(tmp_path))
     assert default_artifact_path() == tmp_path
     with pytest.raises(NLIConfigError, match=str(tmp_path)):
@@ -320,7 +336,11 @@ def test_default_artifact_path_follows_the_environment(tmp_path: Path, monkeypat
 
 def test_registry_builds_hf_and_llm_backends_lazily() -> None:
     hf = get_nli_backend("hf:cross-encoder/nli-deberta-v3-small", batch_size=8)
-    assert isinstance(hf, HFCrossEncoderNLI) and not hf.loaded and hf.name == "hf:cross-encoder/nli-deberta-v3-small"
+    assert (
+        isinstance(hf, HFCrossEncoderNLI)
+        and not hf.loaded
+        and hf.name == "hf:cross-encoder/nli-deberta-v3-small"
+    )
     llm = get_nli_backend("llm:openai/gpt-4o-mini")
     assert isinstance(llm, LLMJudgeNLI) and isinstance(llm, NLIBackend)
     assert hf.predict([]).shape == (0, 3) and not hf.loaded
@@ -350,7 +370,9 @@ def test_llm_judge_reads_the_json_label(answer: str, label: str) -> None:
 
 
 @pytest.mark.parametrize("answer", ["contradiction", '{"label": "maybe"}', '{"verdict": "neutral"}', "{"])
-def test_llm_judge_invalid_answer_is_neutral_with_a_warning(answer: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_llm_judge_invalid_answer_is_neutral_with_a_warning(
+    answer: str, caplog: pytest.LogCaptureFixture
+) -> None:
     judge = LLMJudgeNLI("openai/gpt-4o-mini", mock_response=answer)
     with caplog.at_level(logging.WARNING, logger="keproxy.nli.llm"):
         probs = judge.predict([("The standup is at 9:30.", "The standup moved to 10:15.")])
@@ -448,4 +470,8 @@ def test_artifact_manifest_reports_heldout_scores(local_nli: LocalNLI) -> None:
     print("\nheld-out per class:", {k: round(v["accuracy"], 3) for k, v in held["per_class"].items()})
     assert set(held["per_source"]) == set(SOURCES)
     assert held["per_class"]["contradiction"]["accuracy"] >= 0.85
-    assert json.loads((ARTIFACT / "config.json").read_text())["id2label"] == {"0": "entailment", "1": "neutral", "2": "contradiction"}
+    assert json.loads((ARTIFACT / "config.json").read_text())["id2label"] == {
+        "0": "entailment",
+        "1": "neutral",
+        "2": "contradiction",
+    }

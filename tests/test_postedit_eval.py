@@ -44,8 +44,9 @@ def test_methods_skip_what_is_not_available(tmp_path: Path) -> None:
         out=tmp_path, adapter=tmp_path / "none", methods=["none", "span", "local", "llm"]
     )
     labels, skipped = method_names(config)
-    assert labels == ["no edit", "postEdit-span"]
-    assert set(skipped) == {"postEdit-local", "postEdit-llm"}
+    # postEdit-llm falls back to the upstream itself; postEdit-local needs a trained adapter.
+    assert labels == ["no edit", "postEdit-span", "postEdit-llm"]
+    assert set(skipped) == {"postEdit-local"}
     with pytest.raises(ValueError, match="unknown method"):
         method_names(PostEditEvalConfig(out=tmp_path, methods=["rome"]))
 
@@ -61,13 +62,13 @@ def test_table_markdown_layout() -> None:
 def test_eval_postedit_through_the_proxy(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ["eval", "postedit", "--data", "counterfact", "--n", "5", "--out", str(out), "--no-progress",
-            "--mock-response", "Danielle Darrieux speaks French.", "--methods", "none,prompt,ike,span,local",
+            "--mock-response", "Danielle Darrieux speaks French.", "--methods", "none,prompt,ike,span,local,llm",
             "--adapter", str(tmp_path / "no-adapter")]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert (out / "postedit.png").stat().st_size > 0
     table = list(csv.DictReader((out / "table.csv").read_text(encoding="utf-8").splitlines()))
-    assert [r["method"] for r in table] == ["no edit", "PROMPT", "IKE", "postEdit-span"]
+    assert [r["method"] for r in table] == ["no edit", "PROMPT", "IKE", "postEdit-span", "postEdit-llm"]
     assert all(r["n_simple"] == r["n_oos"] == "5" for r in table)
     by = {r["method"]: r for r in table}
     # The mock's answer names o = French for case 0 only; span replaces it with o* there.
@@ -77,8 +78,16 @@ def test_eval_postedit_through_the_proxy(tmp_path: Path) -> None:
     assert summary["retrieval_accuracy_ins"] == 1.0
     assert "postEdit-local" in summary["skipped"]
     assert summary["requests"] > 0 and summary["cached"] == 0
+    # postEdit's test set (App. C.1): only queries whose y_o states o; the mock names o for case 0 alone.
+    paper = {r["method"]: r for r in csv.DictReader((out / "table-paper.csv").read_text().splitlines())}
+    stating = sum(c.o_old.lower() == "french" for c in load_cases("counterfact", 5))
+    assert paper["no edit"]["n_simple"] == paper["no edit"]["n_rephrase"] == str(stating)
+    assert float(paper["no edit"]["TE_simple"]) == 0.0 and float(paper["no edit"]["TE_oos"]) == 100.0
     cases = list(csv.DictReader(io.StringIO((out / "cases.csv").read_text(encoding="utf-8"))))
-    assert len(cases) == 4 * 15
+    assert len(cases) == 5 * 15
+    # postEdit-llm asked the mock upstream with T^edit: its answer (not <Retain>) is y_e of gated queries.
+    llm0 = next(c for c in cases if c["method"] == "postEdit-llm" and c["query_type"] == "simple")
+    assert llm0["y_e"] == "Danielle Darrieux speaks French."
     span0 = next(c for c in cases if c["method"] == "postEdit-span" and c["case_id"] == "counterfact:0"
                  and c["query_type"] == "simple")  # fmt: skip
     assert span0["y_e"] == "Danielle Darrieux speaks English."

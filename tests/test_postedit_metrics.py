@@ -13,8 +13,11 @@ from keproxy.eval.postedit_metrics import (
     CaseScores,
     PostEditCase,
     PostEditScorer,
+    entailed,
     harmonic_mean,
     mask,
+    paper_test_query,
+    premise_windows,
     rouge1_f1,
     se_score,
     table_rows,
@@ -124,9 +127,50 @@ def test_scorer_in_scope_and_out_of_scope() -> None:
     assert s_untouched.tr == pytest.approx(5 / 6)
     assert (s_kept.te, s_kept.se, s_kept.tr) == (1.0, 1.0, pytest.approx(1.0))
     assert s_edited.te == 0.0 and s_edited.se == 0.5  # no longer entails k_self; does not entail k_new
-    # SE premises are [x, y_e]; the OOS hypothesis k_self is [x, y_o] (lower-cased).
-    assert nli.calls[5] == ("who is jean gabin? jean gabin was a french actor.",) * 2
-    assert len(nli.calls) == 8
+    # SE premises are [x, y_e]; the OOS hypothesis k_self is [x, y_o] (lower-cased); multi-sentence premises
+    # are also judged per sentence sharing a content word with the hypothesis.
+    assert ("who is jean gabin? jean gabin was a french actor.",) * 2 in nli.calls
+    assert (
+        "jean gabin was a french actor.",
+        "who is jean gabin? jean gabin was a french actor.",
+    ) in nli.calls
+    assert len(nli.calls) > 8
+
+
+class SentenceNLI(WordNLI):
+    """WordNLI on premises of at most 12 words; neutral on longer ones, as a sentence-pair model often is."""
+
+    def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        rows = super().predict(pairs)
+        for i, (premise, _) in enumerate(pairs):
+            if len(premise.split()) > 12:
+                rows[i] = [0.1, 0.8, 0.1]
+        return rows
+
+
+def test_entailment_is_decided_per_sentence_window() -> None:
+    premise = (
+        "the mother tongue of danielle darrieux is a question many ask. she acted in films. "
+        "the mother tongue of danielle darrieux is english."
+    )
+    hypothesis = "the mother tongue of danielle darrieux is english."
+    windows = premise_windows(premise, hypothesis)
+    # The whole premise, then the sentences sharing a content word ("she acted in films." shares none).
+    assert windows[0] == premise and "she acted in films." not in windows and len(windows) == 3
+    assert premise_windows("one sentence only", hypothesis) == ["one sentence only"]
+    assert entailed(
+        SentenceNLI(), [(premise, hypothesis), (premise, hypothesis.replace("english", "french"))]
+    ) == [True, False]
+    assert entailed(SentenceNLI(), []) == []
+
+
+def test_paper_test_set_filter() -> None:
+    """App. C.1: INS queries whose y_o states o; OOS queries whose y_o states o and not o*."""
+    assert paper_test_query(case("simple", "Marcel Maupi was a french actor.", ""))
+    assert not paper_test_query(case("rephrase", "Marcel Maupi was an actor.", ""))
+    assert paper_test_query(case("oos", "Jean Gabin was a French actor.", ""))
+    assert not paper_test_query(case("oos", "Jean Gabin was a French and Italian actor.", ""))
+    assert not paper_test_query(case("oos", "Jean Gabin was an actor.", ""))
 
 
 def test_harmonic_mean_matches_table_1() -> None:

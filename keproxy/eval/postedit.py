@@ -11,7 +11,9 @@ index under ``out/memory``; memory size n, postEdit §6.4) and each query retrie
   exactly what the proxy's own mode would forward;
 - ``postEdit-span`` / ``postEdit-local`` / ``postEdit-llm``: the post-editor run in-process on the cached y_o
   with the retrieved edit, gated by ``min_score`` as in the proxy (:func:`keproxy.postedit.gate`); below the
-  gate y_e = y_o. They cost no upstream call: y_o is shared.
+  gate y_e = y_o. y_o is shared. ``local`` runs in batches (:meth:`LocalPostEditor.generate_many`);
+  ``llm`` is ``llm_model`` through litellm, by default the upstream itself asked with T^edit through the
+  proxy (postEdit Table 4's "post-editor → ChatGPT" ablation: an un-tuned chat model as the editor).
 
 Everything the methods compute against the proxy (and the model post-editors' outputs) is cached by request
 hash in ``out/cache`` (:class:`keproxy.eval.harness.AnswerCache`), so an interrupted run resumes and a finished
@@ -88,15 +90,17 @@ class PostEditEvalConfig(BaseModel):
     out: Path = Field(default=Path("postedit-eval"), description="Output folder.")
     methods: list[str] = Field(
         default_factory=lambda: ["none", "prompt", "ike", "span", "local", "llm"],
-        description="Methods: none, prompt, ike, serac, span, local, llm (local: needs an adapter; llm: needs "
-        "llm_model; skipped otherwise).",
+        description="Methods: none, prompt, ike, serac, span, local, llm (local: needs an adapter, skipped "
+        "otherwise; llm: llm_model, default the upstream itself through the proxy).",
     )
     base_url: str | None = Field(default=None, description="Proxy root URL; None: start `keproxy serve`.")
     model: str | None = Field(
         default=None, description="Model alias; default 'demo' (mock) or the local one."
     )
     mock_response: str | None = Field(default=None, description="Self-started proxy: litellm mock answer.")
-    llm_model: str | None = Field(default=None, description="litellm model of postEdit-llm.")
+    llm_model: str | None = Field(
+        default=None, description="litellm model of postEdit-llm; None: the upstream through the proxy."
+    )
     llm_mock_response: str | None = Field(default=None, description="postEdit-llm: litellm mock answer.")
     adapter: Path = Field(
         default=Path("artifacts/post-editor"), description="LoRA adapter of postEdit-local."
@@ -141,8 +145,6 @@ def method_names(config: PostEditEvalConfig) -> tuple[list[str], dict[str, str]]
             skipped[label] = f"no adapter at {config.adapter} (keproxy train editor)"
         elif key == "local" and not (config.base_model / "config.json").is_file():
             skipped[label] = f"no base model at {config.base_model} (keproxy train editor converts it)"
-        elif key == "llm" and not config.llm_model:
-            skipped[label] = "no --llm-model"
         else:
             run.append(label)
     return run, skipped
@@ -224,40 +226,89 @@ def _answer(cache: AnswerCache, req: PromptRequest) -> str:
 # --- post-editors -------------------------------------------------------------------------------------------
 
 
-def _editors(config: PostEditEvalConfig, labels: Sequence[str]) -> dict[str, PostEditor]:
+class _Proxy:
+    """The proxy answers come from: ``base_url``, or a ``keproxy serve`` child started on first use and
+    stopped with ``stack``."""
+
+    def __init__(self, config: PostEditEvalConfig, stack: ExitStack) -> None:
+        self.config, self.stack, self._url = config, stack, config.base_url
+
+    def url(self) -> str:
+        if self._url is None:
+            state = self.config.out / "state"
+            self._url = self.stack.enter_context(serve_proxy(state, mock_response=self.config.mock_response))
+        return self._url
+
+
+def _editors(config: PostEditEvalConfig, labels: Sequence[str], model: str, proxy: _Proxy) -> dict[str, Any]:
+    """Post-editor per label; postEdit-llm is a factory (its proxy starts only when an answer is missing)."""
     from keproxy.postedit import LLMPostEditor, LocalPostEditor, SpanPostEditor
 
-    editors: dict[str, PostEditor] = {}
+    editors: dict[str, Any] = {}
     if "postEdit-span" in labels:
         editors["postEdit-span"] = SpanPostEditor()
     if "postEdit-local" in labels:
         editors["postEdit-local"] = LocalPostEditor(config.base_model, config.adapter, max_new_tokens=96)
     if "postEdit-llm" in labels:
-        editors["postEdit-llm"] = LLMPostEditor(config.llm_model, mock_response=config.llm_mock_response)
+
+        def llm_editor() -> PostEditor:
+            if config.llm_model is not None:
+                return LLMPostEditor(config.llm_model, mock_response=config.llm_mock_response, max_tokens=96)
+            kwargs = {"api_base": f"{proxy.url().rstrip('/')}/v1", "api_key": config.api_key,
+                      "extra_body": {"keproxy": {"strategy": "otc", "edit_mode": "off"}}}  # fmt: skip
+            return LLMPostEditor(f"openai/{model}", max_tokens=96, temperature=0.0, completion_kwargs=kwargs)
+
+        editors["postEdit-llm"] = llm_editor
     return editors
 
 
-def _editor_id(label: str, config: PostEditEvalConfig) -> str:
+def _editor_id(label: str, config: PostEditEvalConfig, model: str) -> str:
     if label == "postEdit-local":
         manifest = config.adapter / "keproxy-post-editor.json"
         tag = hashlib.sha256(manifest.read_bytes()).hexdigest()[:16] if manifest.is_file() else "none"
         return f"local:{tag}"
     if label == "postEdit-llm":
+        if config.llm_model is None:
+            return f"llm:upstream:{model}:{config.mock_response}"
         return f"llm:{config.llm_model}:{config.llm_mock_response}"
     return label
 
 
+def _post_edit_key(editor_id: str, x: str, y_o: str, target: RetrievedEdit) -> str:
+    return request_key(editor_id, [{"x": x, "y_o": y_o, "edit": target.edit.text}], "postedit", {}, 0)
+
+
+def _prefetch_local(
+    editor: Any, editor_id: str, items: Sequence[tuple[str, str, RetrievedEdit]], cache: AnswerCache
+) -> None:
+    """Run the local post-editor on every uncached (x, y_o, edit) in batches and cache its outputs."""
+    from keproxy.postedit import fill_t_edit
+    from keproxy.postedit.llm import parse_output
+
+    todo = {_post_edit_key(editor_id, x, y_o, t): (x, y_o, t) for x, y_o, t in items}
+    todo = {k: v for k, v in todo.items() if not cache.has(k)}
+    if not todo:
+        return
+    keys = list(todo)
+    outputs = editor.generate_many([fill_t_edit(todo[k][2].edit, todo[k][0], todo[k][1]) for k in keys])
+    for key, raw in zip(keys, outputs, strict=True):
+        result = parse_output(raw, todo[key][1])
+        cache.put(key, {"text": result.apply(todo[key][1]), "retain": result.retain, "raw": result.raw})
+
+
 def _post_edit(
-    editor: PostEditor, editor_id: str, x: str, y_o: str, target: RetrievedEdit, cache: AnswerCache
+    editor: Any, editor_id: str, x: str, y_o: str, target: RetrievedEdit, cache: AnswerCache
 ) -> str:
+    """y_e of one post-editor (``editor``: a PostEditor, or a factory of one), cached unless rule-based."""
     from keproxy.editors.base import EditContext
 
-    if editor.name == "span":  # pure rules: nothing worth caching
+    if getattr(editor, "name", None) == "span":  # pure rules: nothing worth caching
         return asyncio.run(editor.post_edit(x, y_o, target, EditContext())).apply(y_o)
-    key = request_key(editor_id, [{"x": x, "y_o": y_o, "edit": target.edit.text}], "postedit", {}, 0)
+    key = _post_edit_key(editor_id, x, y_o, target)
     entry = cache.get(key)
     if entry is None:
-        result = asyncio.run(editor.post_edit(x, y_o, target, EditContext()))
+        instance = editor if hasattr(editor, "post_edit") else editor()
+        result = asyncio.run(instance.post_edit(x, y_o, target, EditContext()))
         entry = {"text": result.apply(y_o), "retain": result.retain, "raw": result.raw}
         cache.put(key, entry)
     return str(entry["text"])
@@ -318,33 +369,46 @@ def run_postedit_eval(
     # One method after another: consecutive requests share their prefix (IKE's demonstrations), which a
     # llama.cpp upstream reuses instead of re-reading.
     by_method = sorted(method_reqs.items(), key=lambda item: labels.index(item[0][0]))
-    report.requests, report.cached = fetch_answers(
-        [*y_o_reqs, *(req for _, req in by_method)], cache, model=model, params=params, state_dir=config.out / "state",
-        base_url=config.base_url, mock_response=config.mock_response, api_key=config.api_key,
-        progress=config.progress,
-    )  # fmt: skip
-
-    editors = _editors(config, labels)
+    all_reqs = [*y_o_reqs, *(req for _, req in by_method)]
     outputs: dict[str, list[tuple[EditCase, QueryType, str, str, str]]] = {label: [] for label in labels}
-    with _progress(config.progress) as bar:
-        task = bar.add_task("post-editing", total=len(queries) * max(len(editors), 1))
-        for (case, qtype, x), hits, req in zip(queries, retrieved, y_o_reqs, strict=True):
-            y_o = _answer(cache, req)
-            target = gate(hits, config.min_score)
-            for label in labels:
-                if label == "no edit":
-                    y_e = y_o
-                elif label in PREPROCESS_METHODS:
-                    y_e = _answer(cache, method_reqs[(label, x)])
-                else:
-                    editor = editors[label]
-                    y_e = (
-                        y_o
-                        if target is None
-                        else _post_edit(editor, _editor_id(label, config), x, y_o, target, cache)
-                    )
-                    bar.advance(task)
-                outputs[label].append((case, qtype, x, y_o, y_e))
+    with ExitStack() as stack:
+        proxy = _Proxy(config, stack)
+        missing = any(not cache.has(r.key) for r in all_reqs)
+        report.requests, report.cached = fetch_answers(
+            all_reqs, cache, model=model, params=params, state_dir=config.out / "state",
+            base_url=proxy.url() if missing else config.base_url, mock_response=config.mock_response,
+            api_key=config.api_key, progress=config.progress,
+        )  # fmt: skip
+        editors = _editors(config, labels, model, proxy)
+        gated = [
+            (x, _answer(cache, req), target)
+            for (_, _, x), hits, req in zip(queries, retrieved, y_o_reqs, strict=True)
+            if (target := gate(hits, config.min_score)) is not None
+        ]
+        if "postEdit-local" in editors:
+            log(f"postEdit-local: {len(gated)} gated queries, batched")
+            _prefetch_local(
+                editors["postEdit-local"], _editor_id("postEdit-local", config, model), gated, cache
+            )
+        with _progress(config.progress) as bar:
+            task = bar.add_task("post-editing", total=len(queries) * max(len(editors), 1))
+            for (case, qtype, x), hits, req in zip(queries, retrieved, y_o_reqs, strict=True):
+                y_o = _answer(cache, req)
+                target = gate(hits, config.min_score)
+                for label in labels:
+                    if label == "no edit":
+                        y_e = y_o
+                    elif label in PREPROCESS_METHODS:
+                        y_e = _answer(cache, method_reqs[(label, x)])
+                    else:
+                        editor_id = _editor_id(label, config, model)
+                        y_e = (
+                            y_o
+                            if target is None
+                            else _post_edit(editors[label], editor_id, x, y_o, target, cache)
+                        )
+                        bar.advance(task)
+                    outputs[label].append((case, qtype, x, y_o, y_e))
 
     log("scoring (NLI + SBERT)")
     from keproxy.memory import Embedder

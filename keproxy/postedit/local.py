@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -143,6 +144,35 @@ class LocalPostEditor:
             )
         text: str = tokenizer.decode(output[0, input_ids.shape[1] :], skip_special_tokens=True)
         return text
+
+    def generate_many(self, prompts: Sequence[str], batch_size: int = 8) -> list[str]:
+        """:meth:`generate` for many prompts, ``batch_size`` at a time (left-padded, similar lengths batched
+        together); outputs in input order. Batches use a 2-core CPU several times better than one prompt at a
+        time. Loads on first use."""
+        import torch
+
+        self.load()
+        tokenizer, model = self._tokenizer, self._model
+        tokenizer.padding_side = "left"
+        tokenizer.truncation_side = "left"
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        out = [""] * len(prompts)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            encoded = tokenizer(
+                [prompts[i] for i in chunk], return_tensors="pt", padding=True, truncation=True,
+                max_length=self.max_input_tokens, add_special_tokens=True,
+            )  # fmt: skip
+            with torch.inference_mode():
+                output = model.generate(
+                    **{k: v.to(model.device) for k, v in encoded.items()},
+                    max_new_tokens=self.max_new_tokens, do_sample=False, num_beams=1,
+                    pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                )  # fmt: skip
+            width = encoded["input_ids"].shape[1]
+            for row, i in enumerate(chunk):
+                out[i] = tokenizer.decode(output[row, width:], skip_special_tokens=True)
+        return out
 
     async def post_edit(
         self, query: str, response: str, edit: RetrievedEdit, context: EditContext
