@@ -12,7 +12,6 @@ model is a weaker post-editor than the fine-tuned one (``local``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,18 +20,9 @@ from keproxy.errors import ConfigError, KeproxyError, UpstreamError
 from keproxy.memory.edits import RetrievedEdit
 from keproxy.postedit.base import PostEditResult
 from keproxy.postedit.prompts import fill_t_edit, is_retain
+from keproxy.upstream.json_answer import answer_text, import_litellm
 
-__all__ = ["LLMPostEditor", "answer_text"]
-
-
-def answer_text(response: Mapping[str, Any]) -> str:
-    """The first choice's message content of a ``chat.completion`` dict ("" when there is none)."""
-    choices = response.get("choices") or []
-    if not choices:
-        return ""
-    message = choices[0].get("message") or {}
-    content = message.get("content")
-    return content if isinstance(content, str) else ""
+__all__ = ["LLMPostEditor", "parse_output"]
 
 
 def parse_output(output: str, response: str) -> PostEditResult:
@@ -83,10 +73,7 @@ class LLMPostEditor:
         return parse_output(answer_text(answer), response)
 
     async def _litellm(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
-
-        litellm.suppress_debug_info = True
+        litellm = import_litellm()
         try:
             result = await litellm.acompletion(
                 model=self.model, messages=messages, **self._params, **self._kwargs

@@ -49,5 +49,8 @@ def answer_text(response: Any) -> str:
     try:
         content = response.choices[0].message.content
     except (AttributeError, IndexError, KeyError, TypeError):
-        content = response["choices"][0]["message"]["content"]
+        try:
+            content = response["choices"][0]["message"]["content"]
+        except (IndexError, KeyError, TypeError):
+            content = None
     return content if isinstance(content, str) else ""
