@@ -83,6 +83,9 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=2, help="OpenMP threads for builds")
     parser.add_argument("--ivf", action="store_true", help="also measure IndexIVFFlat")
+    parser.add_argument(
+        "--indexes", default="flat,hnsw", help="comma-separated: flat, hnsw, ivf (flat is always built first)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -98,8 +101,9 @@ def main() -> None:
         timed = queries[: args.latency_queries]
 
         truth: np.ndarray | None = None
+        wanted = {"flat", *args.indexes.split(",")} | ({"ivf"} if args.ivf else set())
         for name in ("flat", "hnsw", "ivf"):
-            if name == "ivf" and not args.ivf:
+            if name not in wanted:
                 continue
             gc.collect()
             faiss.omp_set_num_threads(args.threads)
