@@ -318,6 +318,8 @@ def train_editor(
                 losses.append(float(loss.detach()))
                 step += 1
                 bar.update(task, advance=1, description=f"LoRA steps (loss {losses[-1]:.3f})")
+                if not progress and (step % 5 == 0 or step == total):
+                    log(f"step {step}/{total} loss {losses[-1]:.3f} ({time.monotonic() - train_start:.0f} s)")
     train_seconds = time.monotonic() - train_start
 
     tmp = out.with_name(out.name + ".tmp")
