@@ -1,0 +1,93 @@
+"""``keproxy eval elken-scope``: the command-line face of :func:`keproxy.eval.elken_scope.run_elken_scope`.
+
+:func:`eval_elken_scope_command` is a plain function with typer ``Annotated`` options; the CLI registers it with
+``eval_app.command("elken-scope")(eval_elken_scope_command)``. Exit codes: 0 done, 2 bad arguments or a fatal
+error (missing shared data, missing embedding model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+__all__ = ["eval_elken_scope_command"]
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip().lower() for v in value.split(",") if v.strip()]
+
+
+def _floats(value: str | None) -> list[float] | None:
+    return None if value is None else [float(v) for v in _csv(value)]
+
+
+def eval_elken_scope_command(
+    split: Annotated[str, typer.Option(help="ELKEN split: test or train.")] = "test",
+    kind: Annotated[str, typer.Option(help="fact, tendency or both.")] = "both",
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Folder holding elken/; default: the shared data folder.")
+    ] = None,
+    n: Annotated[
+        int | None, typer.Option("--n", min=1, help="Cases (events) evaluated per kind; default all.")
+    ] = None,
+    memory: Annotated[
+        str,
+        typer.Option(help="Edit memory: 'split' (every event of the split) or 'cases' (the n evaluated)."),
+    ] = "split",
+    methods: Annotated[str, typer.Option(help="Comma-separated: bm25, dense, serac, oracle.")] = (
+        "bm25,dense,serac,oracle"
+    ),
+    out: Annotated[Path, typer.Option(help="Output folder (tables, sweep, plot, memory/).")] = Path(
+        "elken-scope"
+    ),
+    bm25_threshold: Annotated[float, typer.Option(help="Minimum BM25 score of a hit.")] = 0.0,
+    dense_threshold: Annotated[float, typer.Option(help="Minimum cosine of a dense hit.")] = 0.5,
+    serac_threshold: Annotated[
+        float | None, typer.Option(help="SERAC gate (cosine); default: the postedit_min_score default.")
+    ] = None,
+    bm25_sweep: Annotated[str | None, typer.Option(help="Comma-separated BM25 thresholds to sweep.")] = None,
+    dense_sweep: Annotated[
+        str | None, typer.Option(help="Comma-separated cosine thresholds to sweep.")
+    ] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write scope.png.")] = True,
+) -> None:
+    """ELKEN event retrieval scope without an upstream: in-scope recall@1 of the right event and out-of-scope
+    rejection rate for sparse (BM25), dense (MiniLM), keproxy's SERAC gate and the ICE oracle."""
+    from pydantic import ValidationError
+
+    from keproxy.eval.elken_scope import ElkenScopeConfig, run_elken_scope
+    from keproxy.memory.embeddings import EmbedderError
+
+    err = Console(stderr=True)
+    try:
+        fields: dict[str, object] = {
+            "split": split.lower(), "kind": kind.lower(), "data_dir": data_dir, "n": n, "memory": memory.lower(),
+            "methods": _csv(methods), "out": out, "bm25_threshold": bm25_threshold,
+            "dense_threshold": dense_threshold, "serac_threshold": serac_threshold, "progress": progress,
+            "plots": plots, "bm25_sweep": _floats(bm25_sweep), "dense_sweep": _floats(dense_sweep),
+        }  # fmt: skip
+        config = ElkenScopeConfig.model_validate(
+            {k: v for k, v in fields.items() if v is not None or k == "n"}
+        )
+    except (ValidationError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    try:
+        report = run_elken_scope(config, log=err.log)
+    except (FileNotFoundError, ValueError, EmbedderError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    print((config.out / "table.md").read_text(encoding="utf-8"))
+    counts = "; ".join(
+        f"{kind}: {c['cases']} of {c['memory_events']} events, {c['in_scope']} in-scope / "
+        f"{c['out_of_scope']} out-of-scope questions"
+        for kind, c in report.counts.items()
+    )
+    err.print(
+        f"ELKEN {config.split} ({counts}); {report.seconds:.0f} s; "
+        f"wrote {', '.join(p.name for p in report.files)} to {config.out}"
+    )
