@@ -108,3 +108,12 @@ def test_train_editor_two_steps(tmp_path: Path) -> None:
     assert any(json.loads(line)["target"] == RETAIN_TOKEN for line in lines)
     again = train_editor(out, config, base_dir=base_dir, upstream=upstream, progress=False)
     assert again["cached"] is True and again["config_hash"] == manifest["config_hash"]
+
+
+def test_dtype_auto_follows_the_cpu() -> None:
+    from keproxy.train.editor import native_bf16, resolve_dtype
+
+    assert resolve_dtype("float32") == "float32" and resolve_dtype("bfloat16") == "bfloat16"
+    assert resolve_dtype("auto") == ("bfloat16" if native_bf16() else "float32")
+    flags = Path("/proc/cpuinfo").read_text()
+    assert native_bf16() == ("avx512_bf16" in flags or "amx_bf16" in flags)
