@@ -97,3 +97,32 @@ def test_eval_postedit_through_the_proxy(tmp_path: Path) -> None:
     assert again.exit_code == 0, again.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["requests"] == 0 and summary["cached"] > 0
+
+
+def test_local_prefetch_caches_every_chunk(tmp_path: Path) -> None:
+    """The batched local post-editor caches each chunk as it finishes, and asks nothing already cached."""
+    from keproxy.eval.harness import AnswerCache
+    from keproxy.eval.postedit import _post_edit_key, _prefetch_local
+    from keproxy.memory.edits import RetrievedEdit
+
+    case = load_cases("counterfact", 1)[0]
+    target = RetrievedEdit(edit=case.edit, score=0.9)
+    items = [(f"query {i}", f"answer {i} in French", target) for i in range(5)]
+
+    class Batches:
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def generate_many(self, prompts: list[str]) -> list[str]:
+            self.sizes.append(len(prompts))
+            return ["<Retain>" if i % 2 else f"edited {i}" for i in range(len(prompts))]
+
+    cache, editor = AnswerCache(tmp_path), Batches()
+    _prefetch_local(editor, "local:test", items, cache, chunk=2)
+    assert editor.sizes == [2, 2, 1]
+    first = cache.get(_post_edit_key("local:test", *items[0]))
+    second = cache.get(_post_edit_key("local:test", *items[1]))
+    assert first == {"text": "edited 0", "retain": False, "raw": "edited 0"}
+    assert second is not None and second["retain"] and second["text"] == items[1][1]
+    _prefetch_local(editor, "local:test", items, cache, chunk=2)
+    assert editor.sizes == [2, 2, 1]

@@ -59,7 +59,7 @@ from keproxy.eval.postedit_metrics import (
     table_rows,
 )
 from keproxy.memory.edits import EditScope, RetrievedEdit
-from keproxy.postedit import PostEditor, gate, preprocess
+from keproxy.postedit import PostEditor, PostEditResult, gate, preprocess
 
 __all__ = [
     "PREPROCESS_METHODS",
@@ -278,22 +278,31 @@ def _post_edit_key(editor_id: str, x: str, y_o: str, target: RetrievedEdit) -> s
     return request_key(editor_id, [{"x": x, "y_o": y_o, "edit": target.edit.text}], "postedit", {}, 0)
 
 
+def _cache_entry(result: PostEditResult, y_o: str) -> dict[str, Any]:
+    """What the answer cache keeps of one post-edit: y_e, whether it retained, the model's raw output."""
+    return {"text": result.apply(y_o), "retain": result.retain, "raw": result.raw}
+
+
 def _prefetch_local(
-    editor: Any, editor_id: str, items: Sequence[tuple[str, str, RetrievedEdit]], cache: AnswerCache
+    editor: Any,
+    editor_id: str,
+    items: Sequence[tuple[str, str, RetrievedEdit]],
+    cache: AnswerCache,
+    chunk: int = 64,
 ) -> None:
-    """Run the local post-editor on every uncached (x, y_o, edit) in batches and cache its outputs."""
+    """Run the local post-editor on every uncached (x, y_o, edit) in batches; outputs are cached every
+    ``chunk`` prompts, so an interrupted run keeps what it generated."""
     from keproxy.postedit import fill_t_edit
     from keproxy.postedit.llm import parse_output
 
     todo = {_post_edit_key(editor_id, x, y_o, t): (x, y_o, t) for x, y_o, t in items}
-    todo = {k: v for k, v in todo.items() if not cache.has(k)}
-    if not todo:
-        return
-    keys = list(todo)
-    outputs = editor.generate_many([fill_t_edit(todo[k][2].edit, todo[k][0], todo[k][1]) for k in keys])
-    for key, raw in zip(keys, outputs, strict=True):
-        result = parse_output(raw, todo[key][1])
-        cache.put(key, {"text": result.apply(todo[key][1]), "retain": result.retain, "raw": result.raw})
+    keys = [k for k in todo if not cache.has(k)]
+    for start in range(0, len(keys), chunk):
+        part = keys[start : start + chunk]
+        outputs = editor.generate_many([fill_t_edit(todo[k][2].edit, todo[k][0], todo[k][1]) for k in part])
+        for key, raw in zip(part, outputs, strict=True):
+            y_o = todo[key][1]
+            cache.put(key, _cache_entry(parse_output(raw, y_o), y_o))
 
 
 def _post_edit(
@@ -308,8 +317,7 @@ def _post_edit(
     entry = cache.get(key)
     if entry is None:
         instance = editor if hasattr(editor, "post_edit") else editor()
-        result = asyncio.run(instance.post_edit(x, y_o, target, EditContext()))
-        entry = {"text": result.apply(y_o), "retain": result.retain, "raw": result.raw}
+        entry = _cache_entry(asyncio.run(instance.post_edit(x, y_o, target, EditContext())), y_o)
         cache.put(key, entry)
     return str(entry["text"])
 
@@ -380,32 +388,28 @@ def run_postedit_eval(
             api_key=config.api_key, progress=config.progress,
         )  # fmt: skip
         editors = _editors(config, labels, model, proxy)
-        gated = [
-            (x, _answer(cache, req), target)
-            for (_, _, x), hits, req in zip(queries, retrieved, y_o_reqs, strict=True)
-            if (target := gate(hits, config.min_score)) is not None
-        ]
+        editor_ids = {label: _editor_id(label, config, model) for label in editors}
+        y_os = [_answer(cache, req) for req in y_o_reqs]
+        targets = [gate(hits, config.min_score) for hits in retrieved]
         if "postEdit-local" in editors:
+            gated = [
+                (x, y_o, t) for (_, _, x), y_o, t in zip(queries, y_os, targets, strict=True) if t is not None
+            ]
             log(f"postEdit-local: {len(gated)} gated queries, batched")
-            _prefetch_local(
-                editors["postEdit-local"], _editor_id("postEdit-local", config, model), gated, cache
-            )
+            _prefetch_local(editors["postEdit-local"], editor_ids["postEdit-local"], gated, cache)
         with _progress(config.progress) as bar:
             task = bar.add_task("post-editing", total=len(queries) * max(len(editors), 1))
-            for (case, qtype, x), hits, req in zip(queries, retrieved, y_o_reqs, strict=True):
-                y_o = _answer(cache, req)
-                target = gate(hits, config.min_score)
+            for (case, qtype, x), y_o, target in zip(queries, y_os, targets, strict=True):
                 for label in labels:
                     if label == "no edit":
                         y_e = y_o
                     elif label in PREPROCESS_METHODS:
                         y_e = _answer(cache, method_reqs[(label, x)])
                     else:
-                        editor_id = _editor_id(label, config, model)
                         y_e = (
                             y_o
                             if target is None
-                            else _post_edit(editors[label], editor_id, x, y_o, target, cache)
+                            else _post_edit(editors[label], editor_ids[label], x, y_o, target, cache)
                         )
                         bar.advance(task)
                     outputs[label].append((case, qtype, x, y_o, y_e))
