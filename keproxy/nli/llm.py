@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from keproxy.errors import UpstreamError
 from keproxy.nli.base import LABELS, Label
 from keproxy.upstream.json_answer import answer_text, import_litellm, parse_json_answer
+from keproxy.upstream.json_answer import completion_kwargs as litellm_kwargs
 
 __all__ = ["NLI_JUDGE_PROMPT", "LLMJudgeNLI", "NLIJudgement", "parse_judgement"]
 
@@ -84,14 +85,10 @@ class LLMJudgeNLI:
         self.model = model
         self.name = f"llm:{model}"
         self.max_workers = max_workers
-        self._kwargs: dict[str, Any] = {
-            "timeout": timeout_s,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-            **(completion_kwargs or {}),
-        }
-        if mock_response is not None:
-            self._kwargs["mock_response"] = mock_response
+        self._kwargs = litellm_kwargs(
+            timeout_s=timeout_s, temperature=temperature, max_tokens=max_tokens, extra=completion_kwargs,
+            mock_response=mock_response,
+        )  # fmt: skip
 
     def judge(self, premise: str, hypothesis: str) -> Label:
         """The label of one pair; "neutral" (with a warning) when the answer is not valid JSON."""

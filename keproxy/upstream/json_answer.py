@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ["answer_text", "import_litellm", "parse_json_answer"]
+__all__ = ["answer_text", "completion_kwargs", "import_litellm", "parse_json_answer"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL | re.IGNORECASE)
 
@@ -54,3 +55,23 @@ def answer_text(response: Any) -> str:
         except (IndexError, KeyError, TypeError):
             content = None
     return content if isinstance(content, str) else ""
+
+
+def completion_kwargs(
+    *,
+    timeout_s: float,
+    temperature: float,
+    max_tokens: int,
+    extra: Mapping[str, Any] | None = None,
+    mock_response: str | None = None,
+    api_base: str | None = None,
+    api_key: str | None = None,
+) -> dict[str, Any]:
+    """The keyword arguments a judge passes to ``litellm.completion``: timeout (s), temperature, max_tokens,
+    then ``extra`` (which may override them), then ``mock_response`` / ``api_base`` / ``api_key`` when set."""
+    kwargs: dict[str, Any] = {"timeout": timeout_s, "temperature": temperature, "max_tokens": max_tokens,
+                              **(extra or {})}  # fmt: skip
+    for key, value in (("mock_response", mock_response), ("api_base", api_base), ("api_key", api_key)):
+        if value is not None and (key == "mock_response" or value):
+            kwargs[key] = value
+    return kwargs

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from keproxy.editors.base import Correction, message_text
 from keproxy.editors.detection.cue_parser import ground_old
 from keproxy.upstream.json_answer import answer_text, import_litellm, parse_json_answer
+from keproxy.upstream.json_answer import completion_kwargs as litellm_kwargs
 
 __all__ = [
     "DEFAULT_JUDGE_MODEL",
@@ -124,18 +125,10 @@ class LLMJudgeDetector:
         self.max_context_chars = max_context_chars
         self.confidence = confidence
         self.cache_size = cache_size
-        self._kwargs: dict[str, Any] = {
-            "timeout": timeout_s,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-            **(completion_kwargs or {}),
-        }
-        if mock_response is not None:
-            self._kwargs["mock_response"] = mock_response
-        if api_base:
-            self._kwargs["api_base"] = api_base
-        if api_key:
-            self._kwargs["api_key"] = api_key
+        self._kwargs = litellm_kwargs(
+            timeout_s=timeout_s, temperature=temperature, max_tokens=max_tokens, extra=completion_kwargs,
+            mock_response=mock_response, api_base=api_base, api_key=api_key,
+        )  # fmt: skip
         self._cache: OrderedDict[tuple[str, str], list[tuple[str | None, str]]] = OrderedDict()
         self._lock = threading.Lock()
 
