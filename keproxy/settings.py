@@ -153,6 +153,11 @@ class Settings(BaseSettings):
         description="SQLite edit store (edits, their versions and the change log); default: "
         "<data_dir>/edits.sqlite3. The FAISS index of the edit memory lives in <data_dir>/edit-index/.",
     )
+    edit_index: Literal["ivf", "hnsw"] = Field(
+        default="ivf",
+        description="Approximate FAISS index of the edit memory above 50,000 edits (exact search below): "
+        "'ivf' (IndexIVFFlat, nprobe 32) or 'hnsw' (IndexHNSWFlat).",
+    )
     api_keys: list[SecretStr] = Field(
         default_factory=list,
         description="Proxy API keys; when non-empty, requests need 'Authorization: Bearer <key>'.",

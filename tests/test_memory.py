@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import orjson
@@ -147,7 +148,7 @@ def test_store_reopens_with_same_id(tmp_path: Path) -> None:
 def test_index_switches_from_flat_to_hnsw_and_persists(tmp_path: Path) -> None:
     vectors = unit_rows(120)
     ids = [f"e{i}" for i in range(120)]
-    index = EditIndex(384, flat_threshold=50)
+    index = EditIndex(384, flat_threshold=50, large="hnsw")
     index.add(vectors[:50], ids[:50])
     assert index.kind == "flat" and len(index) == 50
     index.add(vectors[50:], ids[50:])
@@ -171,9 +172,43 @@ def test_index_switches_from_flat_to_hnsw_and_persists(tmp_path: Path) -> None:
     assert "e77" not in loaded
 
 
+def test_index_switches_from_flat_to_ivf_retrains_and_persists(tmp_path: Path) -> None:
+    vectors = unit_rows(2000, seed=2)
+    ids = [f"e{i}" for i in range(2000)]
+    index = EditIndex(384, flat_threshold=300, nprobe=4)  # IVF is the default approximate index
+    index.add(vectors[:300], ids[:300])
+    assert index.kind == "flat"
+    index.add(vectors[300:400], ids[300:400])
+    assert index.kind == "ivf" and len(index) == 400 and index.tombstones == 0
+    lists_before = index._index.nlist
+    index.add(vectors[400:], ids[400:])  # 5x the training size: retrained with more lists
+    assert index._index.nlist > lists_before and len(index) == 2000
+    # a stored vector is its own nearest neighbour whatever the lists probed
+    _, found = index.search(vectors[[0, 350, 1999]], 1)
+    assert [f[0] for f in found] == ["e0", "e350", "e1999"]
+
+    index.remove(["e350"])  # IVF deletes for real: no tombstone
+    assert "e350" not in index and index.tombstones == 0
+    assert "e350" not in index.search(vectors[[350]], 5)[1][0]
+    index.add(vectors[[0]], ["e1999"])  # replace e1999's vector
+    assert set(index.search(vectors[[0]], 2)[1][0]) == {"e0", "e1999"}
+    assert np.allclose(index.vector("e1999"), vectors[0], atol=1e-6)
+    user = ("t", "user", "u")
+    index.add(vectors[[7]], ["mine"], [user])
+    assert [e for _, e in index.search_filtered(vectors[[7]], 3, tags=[user])[0]] == ["mine"]
+
+    index.change_seq = 7
+    index.save(tmp_path / "ix")
+    loaded = EditIndex.load(tmp_path / "ix")
+    assert (loaded.kind, len(loaded), loaded.change_seq, loaded.nprobe) == ("ivf", 2000, 7, 4)
+    assert loaded.search(vectors[[5]], 1)[1] == [["e5"]]
+    loaded.add(vectors[[350]], ["e350"])  # the loaded index still takes writes by id
+    assert loaded.search(vectors[[350]], 1)[1] == [["e350"]]
+
+
 def test_index_compacts_tombstones_and_filters_exactly() -> None:
     vectors = unit_rows(100, seed=1)
-    index = EditIndex(384, flat_threshold=10, compact_ratio=0.25)
+    index = EditIndex(384, flat_threshold=10, large="hnsw", compact_ratio=0.25)
     index.add(vectors, [f"e{i}" for i in range(100)], [("t", "global", None)] * 99 + [("t", "user", "u")])
     index.remove([f"e{i}" for i in range(30)])  # 30% tombstones: rebuilt from the live vectors
     assert index.tombstones == 0 and len(index) == 70 and index.kind == "hnsw"
@@ -247,12 +282,15 @@ def test_scope_isolation(tmp_path: Path, embedder: Embedder, exact_below: int) -
     memory.close()
 
 
-def test_scope_isolation_across_the_hnsw_switch(tmp_path: Path, embedder: Embedder) -> None:
-    memory = EditMemory(SQLiteEditStore(tmp_path / "e.sqlite3"), embedder, flat_threshold=5)
+@pytest.mark.parametrize("large", ["ivf", "hnsw"])
+def test_scope_isolation_across_the_approximate_index_switch(
+    tmp_path: Path, embedder: Embedder, large: Literal["ivf", "hnsw"]
+) -> None:
+    memory = EditMemory(SQLiteEditStore(tmp_path / "e.sqlite3"), embedder, flat_threshold=5, large=large)
     memory.add_many([Edit(text=f"Meeting room {i} is closed today.", scope="user", scope_id="alice")
                      for i in range(12)])  # fmt: skip
     bob = memory.add(Edit(text="Room bookings need a badge.", scope="user", scope_id="bob"))
-    assert memory.index.kind == "hnsw"
+    assert memory.index.kind == large
     hits = memory.retrieve("Meeting room 3 is closed today.", EditScope(user="bob"), k=2)
     assert [h.edit.id for h in hits] == [bob.id]
     memory.close()

@@ -60,7 +60,8 @@ class EditMemory:
     """Edits in ``store``, retrievable by similarity through a FAISS index of their ``embedder`` embeddings.
 
     index_dir: where the index is saved and loaded (None: in memory only, rebuilt on every open).
-    flat_threshold: edits above which the index switches from exact search to HNSW.
+    flat_threshold: edits above which the index switches from exact search to ``large``, "ivf" (default) or
+    "hnsw" (see :class:`~keproxy.memory.index.EditIndex`).
     overfetch: first fetch of a filtered search, as a multiple of k.
     exact_below: a requester who can see at most this many edits gets them scored exactly (brute force)
     instead of through the over-fetching index search (see :meth:`EditIndex.search_filtered`).
@@ -74,6 +75,7 @@ class EditMemory:
         *,
         index_dir: Path | str | None = None,
         flat_threshold: int = DEFAULT_FLAT_THRESHOLD,
+        large: Literal["ivf", "hnsw"] = "ivf",
         overfetch: int = 4,
         exact_below: int = 2048,
         min_score: float | None = None,
@@ -84,6 +86,7 @@ class EditMemory:
         self.embedder = embedder
         self.index_dir = Path(index_dir) if index_dir is not None else None
         self.flat_threshold = flat_threshold
+        self.large: Literal["ivf", "hnsw"] = large
         self.overfetch = overfetch
         self.exact_below = exact_below
         self.min_score = min_score
@@ -117,7 +120,7 @@ class EditMemory:
     def _open_index(self) -> EditIndex:
         if self.index_dir is not None and (self.index_dir / "ids.json").is_file():
             try:
-                index = EditIndex.load(self.index_dir, flat_threshold=self.flat_threshold)
+                index = EditIndex.load(self.index_dir, flat_threshold=self.flat_threshold, large=self.large)
             except (OSError, ValueError, KeyError, RuntimeError) as exc:
                 logger.warning("edit index in %s unreadable (%s): rebuilding", self.index_dir, exc)
             else:
@@ -129,7 +132,7 @@ class EditMemory:
             self.index_state = "rebuilt"
         else:
             self.index_state = "new"
-        index = EditIndex(self.embedder.dimension, flat_threshold=self.flat_threshold)
+        index = EditIndex(self.embedder.dimension, flat_threshold=self.flat_threshold, large=self.large)
         index.rebuild(self.store, self.embedder)
         if self.index_dir is not None:
             index.save(self.index_dir)
@@ -186,7 +189,7 @@ class EditMemory:
     def rebuild(self) -> None:
         """Rebuild the index from the store (embedding every active edit) and save it."""
         with self._lock:
-            index = EditIndex(self.embedder.dimension, flat_threshold=self.flat_threshold)
+            index = EditIndex(self.embedder.dimension, flat_threshold=self.flat_threshold, large=self.large)
             index.rebuild(self.store, self.embedder)
             self._index = index
             self.index_state = "rebuilt"

@@ -96,7 +96,12 @@ def create_app(settings: Settings) -> FastAPI:
             encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge
         )
         store = SQLiteTranscriptStore(settings.transcripts_path)
-        memory = EditMemory(SQLiteEditStore(settings.edits_path), embedder, index_dir=settings.edit_index_dir)
+        memory = EditMemory(
+            SQLiteEditStore(settings.edits_path),
+            embedder,
+            index_dir=settings.edit_index_dir,
+            large=settings.edit_index,
+        )
         app.state.memory = memory
         app.state.service = ChatService(
             settings,
