@@ -1,8 +1,8 @@
-"""``keproxy eval elken-scope``: the command-line face of :func:`keproxy.eval.elken_scope.run_elken_scope`.
+"""``keproxy eval elken-scope`` and ``keproxy eval elken``: the command-line faces of
+:func:`keproxy.eval.elken_scope.run_elken_scope` and :func:`keproxy.eval.elken.run_elken_eval`.
 
-:func:`eval_elken_scope_command` is a plain function with typer ``Annotated`` options; the CLI registers it with
-``eval_app.command("elken-scope")(eval_elken_scope_command)``. Exit codes: 0 done, 2 bad arguments or a fatal
-error (missing shared data, missing embedding model).
+Plain functions with typer ``Annotated`` options; the CLI registers them with ``eval_app.command(...)``. Exit
+codes: 0 done, 2 bad arguments or a fatal error (missing shared data, missing embedding model, proxy trouble).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-__all__ = ["eval_elken_scope_command"]
+__all__ = ["eval_elken_command", "eval_elken_scope_command"]
 
 
 def _csv(value: str) -> list[str]:
@@ -90,4 +90,67 @@ def eval_elken_scope_command(
     err.print(
         f"ELKEN {config.split} ({counts}); {report.seconds:.0f} s; "
         f"wrote {', '.join(p.name for p in report.files)} to {config.out}"
+    )
+
+
+def eval_elken_command(
+    split: Annotated[str, typer.Option(help="ELKEN split: test or train.")] = "test",
+    kind: Annotated[str, typer.Option(help="fact, tendency or both.")] = "both",
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Folder holding elken/; default: the shared data folder.")
+    ] = None,
+    n: Annotated[int, typer.Option("--n", min=1, help="Events evaluated per kind.")] = 30,
+    methods: Annotated[
+        str, typer.Option(help="Comma-separated: none, ice, bm25, dense, serac, postedit.")
+    ] = "none,ice,bm25,dense,serac,postedit",
+    tendency_g: Annotated[
+        bool,
+        typer.Option("--tendency-g/--no-tendency-g", help="Also ask Tendency-G and judge it (Table 13)."),
+    ] = False,
+    out: Annotated[Path, typer.Option(help="Output folder (tables, cases.csv, plot, cache/).")] = Path(
+        "elken-eval"
+    ),
+    base_url: Annotated[
+        str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")] = None,
+    judge_model: Annotated[str | None, typer.Option(help="Tendency-G judge alias; default: --model.")] = None,
+    mock_response: Annotated[
+        str | None, typer.Option(help="Self-started proxy only: answer every request with this text.")
+    ] = None,
+    api_key: Annotated[str, typer.Option(help="Bearer key for the proxy.")] = "keproxy",
+    serac_threshold: Annotated[
+        float | None, typer.Option(help="SERAC / postEdit gate (cosine); default: postedit_min_score.")
+    ] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write elken.png.")] = True,
+) -> None:
+    """ELKEN through the proxy: Factual Knowledge (exact match, Known / Unknown), Tendency-M and optionally
+    Tendency-G; question- and edit-level reliability, locality and scope per method (ELKEN §3.1, Table 2)."""
+    from pydantic import ValidationError
+
+    from keproxy.eval.elken import ElkenEvalConfig, run_elken_eval
+    from keproxy.eval.harness import HarnessError
+    from keproxy.memory.embeddings import EmbedderError
+
+    err = Console(stderr=True)
+    try:
+        config = ElkenEvalConfig(
+            split=split.lower(), kind=kind.lower(), data_dir=data_dir, n=n, methods=_csv(methods),  # type: ignore[arg-type]
+            tendency_g=tendency_g, out=out, base_url=base_url, model=model, judge_model=judge_model,
+            mock_response=mock_response, api_key=api_key, serac_threshold=serac_threshold, progress=progress,
+            plots=plots,
+        )  # fmt: skip
+    except (ValidationError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    try:
+        report = run_elken_eval(config, log=err.log)
+    except (FileNotFoundError, ValueError, EmbedderError, HarnessError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    print((config.out / "table.md").read_text(encoding="utf-8"))
+    err.print(
+        f"ELKEN {config.split}: {report.requests} answers asked, {report.cached} cached; "
+        f"{report.seconds:.0f} s; wrote {', '.join(p.name for p in report.files)} to {config.out}"
     )

@@ -1,0 +1,681 @@
+"""``keproxy eval elken``: ELKEN's answer-level evaluation (Peng et al., 2024, §3–4) through the proxy.
+
+For each kind (Factual Knowledge; Tendency, asked as Tendency-M and optionally Tendency-G) the first ``n``
+events of the split are evaluated; the edit memory the retrieval methods search holds every event of the split
+(``kind = event`` edits). Every question is sent through keproxy (``edit_mode: "off"``, strategy ``otc``) with
+ELKEN's prompt (Table 12) and the event text a method puts in context:
+
+- ``none`` — no event: f_θ, the "before editing" answers locality compares against;
+- ``ice`` — the gold event (ICE, the oracle of ELKEN §3.2);
+- ``bm25`` — the top-1 event of sparse retrieval (``rank_bm25``; none when no event shares a word);
+- ``dense`` — the top-1 event of keproxy's edit memory (all-MiniLM-L6-v2 + FAISS), always used;
+- ``serac`` — the dense top-1 only when keproxy's SERAC gate admits it (cosine >= ``postedit_min_score``);
+- ``postedit`` — postEdit (Song et al., 2024): the ``none`` answer, post-edited with T^edit by the upstream
+  itself (:class:`keproxy.postedit.LLMPostEditor` through the proxy) when the gate admits the dense top-1,
+  kept when it answers ``<Retain>``.
+
+Scores (ELKEN §3.1, §4.1): **Factual Knowledge** — exact match of the normalised answer (lower case, no
+punctuation or articles, first line) with the answer or an alias; an "unknown" answer is right exactly when
+the gold answer is unknown (reported apart: Known / Unknown, Table 3). **Tendency-M** — the option letter.
+**Question-level reliability** = accuracy on in-scope questions; **edit-level reliability** = share of events
+whose in-scope questions are all right; **locality** = share of out-of-scope questions whose normalised answer
+equals the ``none`` answer (Eq. 3). **Tendency-G** (``tendency_g``) — the open question judged with Table 13's
+rubric (accuracy, coherence, comprehensiveness, overall; 1–5) by the judge model through the proxy; reliability
+is the full-mark rate (overall = 5) and locality the rate of consistency score 5 against the ``none`` answer;
+unparseable judgements count as not full-mark and are reported. Scope (no upstream needed): **recall@1** =
+in-scope questions whose context event is the gold one, **rejection** = out-of-scope questions sent without an
+event.
+
+Outputs in ``out``: ``table.md`` / ``table.csv``, ``cases.csv`` (every answer), ``summary.json``,
+``elken.png``; every answer is cached in ``out/cache`` so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import re
+import shutil
+import string
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from keproxy.eval.elken_data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
+from keproxy.eval.elken_scope import BM25EventRetriever, default_serac_threshold
+from keproxy.eval.harness import AnswerCache, serve_proxy
+from keproxy.eval.postedit import PromptRequest, fetch_answers
+from keproxy.memory.edits import EditScope, RetrievedEdit
+
+__all__ = [
+    "ELKEN_METHODS",
+    "ElkenEvalConfig",
+    "ElkenEvalReport",
+    "ElkenRow",
+    "fact_correct",
+    "normalize_answer",
+    "parse_consistency",
+    "parse_option",
+    "parse_rubric",
+    "run_elken_eval",
+]
+
+ElkenMethod = Literal["none", "ice", "bm25", "dense", "serac", "postedit"]
+#: Method key -> table label.
+ELKEN_METHODS: dict[str, str] = {
+    "none": "no edit",
+    "ice": "ICE (gold event)",
+    "bm25": "Sparse retrieval (BM25)",
+    "dense": "Dense retrieval (MiniLM)",
+    "serac": "SERAC (keproxy gate)",
+    "postedit": "postEdit (upstream, T_edit)",
+}
+_ORDER: tuple[ElkenMethod, ...] = ("none", "ice", "bm25", "dense", "serac", "postedit")
+_SCOPE = EditScope(tenant="default")
+
+# ELKEN Table 12 (with the event) and the same instruction without it for f_θ (no edit).
+FACT_INSTRUCTION = (
+    "Given an event, assuming that the event has occurred, please answer the corresponding questions based on "
+    "the event and your own knowledge. If you do not know the answer to the question, please respond with "
+    "'unknown'. Please only output a noun (usually an entity) as the answer, and do not output a complete "
+    "sentence."
+)
+FACT_INSTRUCTION_NO_EVENT = (
+    "Please answer the question based on your own knowledge. If you do not know the answer to the question, "
+    "please respond with 'unknown'. Please only output a noun (usually an entity) as the answer, and do not "
+    "output a complete sentence."
+)
+TENDENCY_M_INSTRUCTION = (
+    "Given an event, assuming that the event has occurred, please answer the corresponding questions based on "
+    "the event and your knowledge. Please only output the option A, B, or C as the answer, and do not output "
+    "brackets. Do not output a complete sentence or the full answer span."
+)
+TENDENCY_M_INSTRUCTION_NO_EVENT = (
+    "Please answer the question based on your knowledge. Please only output the option A, B, or C as the "
+    "answer, and do not output brackets. Do not output a complete sentence or the full answer span."
+)
+TENDENCY_G_INSTRUCTION = (
+    "Given an event, assuming that the event has occurred, please answer the corresponding questions based on "
+    "the event and your knowledge."
+)
+TENDENCY_G_INSTRUCTION_NO_EVENT = "Please answer the question based on your knowledge."
+
+# ELKEN Table 13 (one demonstration each; the paper uses two, the second is not printed).
+RUBRIC_PROMPT = """You are a fair assessment expert, and you will be given a set of (event, question, answer, label) quadruples. The answer is obtained by answering the question based on the event (assuming the event has occurred). The answer usually consists of a judgment (or a claim) and some reasons (or explanations) for the judgment. The label is a general judgment annotated by humans for the question. Your task is to score the answers according to the following requirements:
+a. You should score the answer based on the provided label.
+b. You should rate the answer on 4 metrics, for the first 3 metrics, assign a score between 1 and 5, with 5 being the highest:
+1. For accuracy, you will score whether the answer correctly answers the question, i.e., whether the judgment in the answer is consistent with the provided label.
+2. For coherence, you will assess whether the reasons and explanations in the answer are reasonable and logically consistent.
+3. For comprehensive, you will determine if the answer covers multiple aspects of the reasons and explanations and provides a comprehensive response.
+4. Finally, you will provide an overall score between 1 and 5, with 5 being the highest. If accuracy <= 3, the overall should not be higher than 3.
+You should only give the integer score. DO NOT complete the answer!
+
+Demonstration
+Input: Event: Google reveals plans to create a virtual reality metaverse platform.
+Question: How could the job market be influenced by the integration of the metaverse platform?
+Answer: As a result of the integration of a virtual reality metaverse platform, the job market could see significant changes and new opportunities. Industries related to virtual reality, augmented reality, and computer graphics may experience an increased demand for skilled professionals, such as software developers, 3D modelers, user experience designers, and virtual environment architects. Overall, the integration of the metaverse platform may create a need for a diverse range of new skills and roles within the job market.
+Label: Increase in demand for VR-related professionals
+Output: accuracy: 5; coherence: 5; comprehensiveness: 5; overall: 5
+
+Input: Event: {event}
+Question: {question}
+Answer: {answer}
+Label: {label}
+Output:"""
+
+CONSISTENCY_PROMPT = """You are a fair assessment expert, and please decide whether the two answers below are consistent. Your task is to score the consistency of the two answers according to the following requirements:
+1. You should assign a consistency score between 1 and 5, with 5 being the highest.
+2. Please score primarily on the basis of the tendency judgments in the two answers, and score 1 if the tendencies mentioned in two answers are completely inconsistent.
+Please output the score directly, like Score: 3. Please do not answer with any text, just output the score.
+
+Input:
+Answer1: {before}
+Answer2: {after}
+Output:"""
+
+_RUBRIC_KEYS = ("accuracy", "coherence", "comprehensiveness", "overall")
+_RUBRIC = {key: re.compile(rf"{key[:9]}\w*\s*[:=]\s*([1-5])\b", re.I) for key in _RUBRIC_KEYS}
+_CONSISTENCY = re.compile(r"score\s*[:=]?\s*([1-5])\b", re.I)
+_OPTION_LETTER = re.compile(r"^\W*\(?([ABC])\)?(?:\W|$)")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD-style normalisation of a short answer's first line: lower case, no punctuation, no articles, single
+    spaces. "The  U.S. Senate." -> "us senate"."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    line = line.removeprefix("Answer:").removeprefix("answer:")
+    return " ".join(_ARTICLES.sub(" ", line.lower().translate(_PUNCT)).split())
+
+
+def fact_correct(prediction: str, question: ElkenQuestion) -> bool:
+    """ELKEN Factual Knowledge exact match: the normalised prediction equals the normalised answer or an alias;
+    for an unknown answer (§4.1), the prediction must be "unknown"."""
+    pred = normalize_answer(prediction)
+    if question.unknown:
+        return pred == "unknown"
+    return pred != "" and pred in {normalize_answer(a) for a in question.answers}
+
+
+def parse_option(prediction: str, options: Sequence[str] = ()) -> str | None:
+    """The option letter of a Tendency-M answer: a leading "A" / "(B)" / "C." or, failing that, the only option
+    whose text the answer starts with. None when neither is found."""
+    match = _OPTION_LETTER.match(prediction)
+    if match:
+        return match.group(1)
+    pred = normalize_answer(prediction)
+    hits = [chr(ord("A") + i) for i, o in enumerate(options) if pred and pred.startswith(normalize_answer(o))]
+    return hits[0] if len(hits) == 1 else None
+
+
+def parse_rubric(text: str) -> dict[str, int] | None:
+    """Table 13's four integer scores ("accuracy: 5; coherence: 4; ...") or None when any is missing. The rule
+    "if accuracy <= 3 the overall is not higher than 3" is enforced by capping."""
+    scores: dict[str, int] = {}
+    for key, pattern in _RUBRIC.items():
+        match = pattern.search(text)
+        if match is None:
+            return None
+        scores[key] = int(match.group(1))
+    if scores["accuracy"] <= 3:
+        scores["overall"] = min(scores["overall"], 3)
+    return scores
+
+
+def parse_consistency(text: str) -> int | None:
+    """The 1–5 consistency score of Table 13's locality prompt ("Score: 4", or a bare leading digit)."""
+    match = _CONSISTENCY.search(text) or re.match(r"^\s*([1-5])\b", text)
+    return int(match.group(1)) if match else None
+
+
+class ElkenEvalConfig(BaseModel):
+    """What ``keproxy eval elken`` runs; each field has a command-line option (:mod:`.elken_cli`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: Literal["test", "train"] = Field(default="test", description="ELKEN split.")
+    data_dir: Path | None = Field(default=None, description="Folder holding elken/; None: shared data.")
+    kind: Literal["fact", "tendency", "both"] = Field(default="both", description="Which question sets.")
+    n: int | None = Field(default=30, ge=1, description="Events evaluated per kind; None: all.")
+    methods: list[ElkenMethod] = Field(default_factory=lambda: list(_ORDER), description="Methods, in order.")
+    tendency_g: bool = Field(default=False, description="Also ask Tendency-G and judge it (Table 13).")
+    out: Path = Field(default=Path("elken-eval"), description="Output folder.")
+    base_url: str | None = Field(default=None, description="Proxy root URL; None: start `keproxy serve`.")
+    model: str | None = Field(default=None, description="Model alias; None: the embedded local model.")
+    judge_model: str | None = Field(default=None, description="Tendency-G judge alias; None: ``model``.")
+    mock_response: str | None = Field(default=None, description="Self-started proxy: answer with this.")
+    api_key: str = Field(default="keproxy", description="Bearer key for the proxy.")
+    max_tokens: int = Field(default=24, ge=1, description="max_tokens of Factual / Tendency-M answers.")
+    max_tokens_g: int = Field(default=128, ge=1, description="max_tokens of Tendency-G answers.")
+    serac_threshold: float | None = Field(default=None, ge=-1, le=1, description="SERAC / postEdit gate.")
+    progress: bool = Field(default=True, description="Show progress bars.")
+    plots: bool = Field(default=True, description="Write elken.png.")
+
+
+@dataclass
+class ElkenRow:
+    """One table row: a kind ("fact", "tendency-m", "tendency-g") and a method; rates in [0, 1] (None: no
+    question of that sort)."""
+
+    kind: str
+    method: str
+    q_level: float | None
+    e_level: float | None
+    locality: float | None
+    recall_at_1: float | None
+    rejection: float | None
+    n_in: int
+    n_out: int
+    n_events: int
+    known: float | None = None
+    unknown: float | None = None
+    unparsed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class ElkenEvalReport:
+    rows: list[ElkenRow]
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    requests: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+    files: list[Path] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One question of one case under one method: the event in context (None: none) and its request."""
+
+    case: ElkenCase
+    question: ElkenQuestion
+    fmt: str  # "fact", "tendency-m" or "tendency-g"
+    method: str
+    event_id: str | None
+    event: str | None
+    request: PromptRequest
+
+
+def _prompt(fmt: str, question: ElkenQuestion, event: str | None) -> str:
+    if fmt == "fact":
+        head = FACT_INSTRUCTION if event else FACT_INSTRUCTION_NO_EVENT
+        ask = question.question
+    elif fmt == "tendency-m":
+        head = TENDENCY_M_INSTRUCTION if event else TENDENCY_M_INSTRUCTION_NO_EVENT
+        ask = question.prompt
+    else:
+        head = TENDENCY_G_INSTRUCTION if event else TENDENCY_G_INSTRUCTION_NO_EVENT
+        ask = question.question
+    body = f"Event: {event}\nQuestion: {ask}\nAnswer:" if event else f"Question: {ask}\nAnswer:"
+    return f"{head}\n\n{body}"
+
+
+def _progress(enabled: bool) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    return Progress(*columns, disable=not enabled)
+
+
+def _rate(values: Sequence[bool]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+class _Retrieval:
+    """Top-1 events of the split's edit memory for every question text (BM25 and dense, computed once)."""
+
+    def __init__(self, every: Sequence[ElkenCase], questions: Sequence[str], folder: Path) -> None:
+        from keproxy.memory import EditMemory, Embedder, SQLiteEditStore
+
+        self.events = {c.edit.id: c.event for c in every}
+        bm25 = BM25EventRetriever([c.edit for c in every])
+        self.bm25: dict[str, str | None] = {}
+        for text in questions:
+            top = bm25.top1(text)
+            self.bm25[text] = top.edit_id if top.hit else None
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        memory = EditMemory(SQLiteEditStore(folder / "edits.sqlite3"), Embedder.from_name_or_path(None))
+        try:
+            memory.add_many([c.edit for c in every])
+            unique = list(dict.fromkeys(questions))
+            rows = memory.retrieve_many(unique, _SCOPE, k=1, min_score=-1.0)
+        finally:
+            memory.close()
+        self.dense: dict[str, RetrievedEdit | None] = {
+            t: (r[0] if r else None) for t, r in zip(unique, rows, strict=True)
+        }
+
+
+def _event_for(method: str, text: str, case: ElkenCase, retrieval: _Retrieval, gate: float) -> str | None:
+    """The event id a method puts in context for question ``text`` of ``case`` (postedit: the edit it would
+    post-edit with)."""
+    if method == "ice":
+        return case.edit.id
+    if method == "bm25":
+        return retrieval.bm25[text]
+    hit = retrieval.dense[text]
+    if method == "dense":
+        return hit.edit.id if hit else None
+    if method in ("serac", "postedit"):
+        return hit.edit.id if hit is not None and hit.score >= gate else None
+    return None
+
+
+def _formats(kind: str, tendency_g: bool) -> list[str]:
+    if kind == "fact":
+        return ["fact"]
+    return ["tendency-m", "tendency-g"] if tendency_g else ["tendency-m"]
+
+
+def _correct(fmt: str, answer: str, question: ElkenQuestion) -> bool:
+    if fmt == "fact":
+        return fact_correct(answer, question)
+    return parse_option(answer, question.options) == question.answer
+
+
+def _same(fmt: str, before: str, after: str, question: ElkenQuestion) -> bool:
+    if fmt == "fact":
+        return normalize_answer(before) == normalize_answer(after)
+    return parse_option(before, question.options) == parse_option(after, question.options)
+
+
+@dataclass
+class _Plan:
+    """Every request of a run: items per format (in method order) and the event texts by edit id."""
+
+    items: dict[str, list[_Item]] = field(default_factory=dict)
+    events: dict[str, str] = field(default_factory=dict)
+
+
+def _plan(config: ElkenEvalConfig, methods: Sequence[str], model: str, gate: float, report: ElkenEvalReport,
+          log: Callable[[str], None]) -> _Plan:  # fmt: skip
+    plan = _Plan()
+    kinds = list(ELKEN_KINDS) if config.kind == "both" else [config.kind]
+    for kind in kinds:
+        every = load_elken(config.split, kind, data_dir=config.data_dir)
+        cases = every[: config.n] if config.n is not None else every
+        questions = [q for c in cases for q in (*c.qas, *c.local_qas)]
+        log(f"ELKEN {config.split} {kind}: {len(cases)} of {len(every)} events, {len(questions)} questions")
+        report.counts[kind] = {"events": len(cases), "memory_events": len(every),
+                               "in_scope": sum(len(c.qas) for c in cases),
+                               "out_of_scope": sum(len(c.local_qas) for c in cases)}  # fmt: skip
+        retrieval = _Retrieval(every, [q.question for q in questions], config.out / "memory" / kind)
+        plan.events.update(retrieval.events)
+        for fmt in _formats(kind, config.tendency_g):
+            max_tokens = config.max_tokens_g if fmt == "tendency-g" else config.max_tokens
+            params = {"temperature": 0.0, "max_tokens": max_tokens}
+            items = plan.items.setdefault(fmt, [])
+            for method in methods:
+                for case in cases:
+                    for q in (*case.qas, *case.local_qas):
+                        event_id = _event_for(method, q.question, case, retrieval, gate)
+                        shown = None if method == "postedit" else event_id  # postEdit edits y_o afterwards
+                        event = retrieval.events[shown] if shown else None
+                        messages = [{"role": "user", "content": _prompt(fmt, q, event)}]
+                        request = PromptRequest.of(model, messages, params)
+                        items.append(_Item(case, q, fmt, method, event_id, event, request))
+    return plan
+
+
+AnswerKey = tuple[str, str, str, str]  # (format, method, case id, question)
+
+
+def _key(item: _Item, method: str | None = None) -> AnswerKey:
+    return (item.fmt, method or item.method, item.case.case_id, item.question.question)
+
+
+def run_elken_eval(
+    config: ElkenEvalConfig, *, log: Callable[[str], None] = lambda _m: None
+) -> ElkenEvalReport:
+    """Run the evaluation of the module docstring and write its files. Raises FileNotFoundError (no shared
+    data), HarnessError (proxy trouble, a refused request) and ValueError (bad arguments)."""
+    started = time.monotonic()
+    if config.base_url is not None and config.model is None:
+        raise ValueError("a model alias is required with base_url")
+    model = config.model
+    if model is None:
+        from keproxy.settings import load_settings
+
+        model = "demo" if config.mock_response is not None else load_settings().local_model.alias
+    gate = default_serac_threshold() if config.serac_threshold is None else config.serac_threshold
+    # f_θ (no edit) is always asked: locality compares against it and postEdit edits it.
+    methods: list[str] = ["none", *(m for m in _ORDER if m in config.methods and m != "none")]
+    config.out.mkdir(parents=True, exist_ok=True)
+    cache = AnswerCache(config.out / "cache")
+    report = ElkenEvalReport(rows=[])
+    plan = _plan(config, methods, model, gate, report, log)
+    answers: dict[AnswerKey, str] = {}
+    judged: dict[AnswerKey, dict[str, int] | int | None] = {}
+    with ExitStack() as stack:
+        started_url: list[str] = []
+
+        def url() -> str:
+            if not started_url:
+                state = config.out / "state"
+                started_url.append(
+                    config.base_url
+                    or stack.enter_context(serve_proxy(state, mock_response=config.mock_response))
+                )
+            return started_url[0]
+
+        requests = [
+            item.request for items in plan.items.values() for item in items if item.method != "postedit"
+        ]
+        missing = any(not cache.has(r.key) for r in requests)
+        report.requests, report.cached = fetch_answers(
+            requests, cache, model=model, params={}, state_dir=config.out / "state",
+            base_url=url() if missing else config.base_url, api_key=config.api_key, progress=config.progress,
+            description="ELKEN answers",
+        )  # fmt: skip
+        for items in plan.items.values():
+            for item in items:
+                if item.method != "postedit":
+                    answers[_key(item)] = str((cache.get(item.request.key) or {}).get("text", ""))
+        if "postedit" in methods:
+            report.requests += _post_edit(config, plan, answers, cache, model, url)
+        if "tendency-g" in plan.items:
+            report.requests += _judge(config, plan, answers, judged, cache, config.judge_model or model, url)
+    report.rows = _rows(plan, methods, answers, judged)
+    report.seconds = time.monotonic() - started
+    report.files = _write_outputs(config, report, plan, answers, judged)
+    return report
+
+
+def _post_edit(
+    config: ElkenEvalConfig,
+    plan: _Plan,
+    answers: dict[AnswerKey, str],
+    cache: AnswerCache,
+    model: str,
+    url: Callable[[], str],
+) -> int:
+    """postEdit's y_e of every gated question: T^edit(event, x, y_o) asked of the upstream through the proxy
+    (cached; ``<Retain>`` keeps y_o). Returns the number of upstream calls made."""
+    from keproxy.editors.base import EditContext
+    from keproxy.eval.harness import request_key
+    from keproxy.memory.edits import Edit
+    from keproxy.postedit import LLMPostEditor
+
+    pending: list[tuple[AnswerKey, str, str, str, RetrievedEdit]] = []  # (key, cache key, x, y_o, event)
+    for items in plan.items.values():
+        for item in items:
+            if item.method != "postedit":
+                continue
+            y_o = answers[_key(item, "none")]
+            answers[_key(item)] = y_o  # the gate admits no event, or the editor retains
+            if item.event_id is None:
+                continue
+            event = plan.events[item.event_id]
+            x = _prompt(item.fmt, item.question, None)
+            cache_key = request_key(
+                model, [{"role": "user", "content": f"{event}\n{x}\n{y_o}"}], "postedit", {}, 0
+            )
+            hit = RetrievedEdit(edit=Edit(id=item.event_id, kind="event", text=event), score=1.0)
+            pending.append((_key(item), cache_key, x, y_o, hit))
+    todo = [p for p in pending if not cache.has(p[1])]
+    if todo:
+        kwargs = {"api_base": f"{url().rstrip('/')}/v1", "api_key": config.api_key,
+                  "extra_body": {"keproxy": {"strategy": "otc", "edit_mode": "off"}}}  # fmt: skip
+        editor = LLMPostEditor(f"openai/{model}", max_tokens=96, temperature=0.0, completion_kwargs=kwargs)
+
+        async def edit_all() -> None:  # one event loop for every call (litellm's logging worker keeps to it)
+            with _progress(config.progress) as bar:
+                task = bar.add_task("postEdit (T_edit)", total=len(todo))
+                for _, cache_key, x, y_o, hit in todo:
+                    result = await editor.post_edit(x, y_o, hit, EditContext())
+                    cache.put(
+                        cache_key, {"text": y_o if result.retain else result.text, "retain": result.retain}
+                    )
+                    bar.advance(task)
+
+        asyncio.run(edit_all())
+    for key, cache_key, *_ in pending:
+        answers[key] = str((cache.get(cache_key) or {})["text"])
+    return len(todo)
+
+
+def _judge(
+    config: ElkenEvalConfig,
+    plan: _Plan,
+    answers: Mapping[AnswerKey, str],
+    judged: dict[AnswerKey, dict[str, int] | int | None],
+    cache: AnswerCache,
+    judge: str,
+    url: Callable[[], str],
+) -> int:
+    """Tendency-G judgements (Table 13) through the proxy with the ``judge`` alias: the rubric for in-scope
+    answers, the consistency score against the no-edit answer for out-of-scope ones."""
+    params = {"temperature": 0.0, "max_tokens": 48}
+    requests: dict[AnswerKey, PromptRequest] = {}
+    rubric: set[AnswerKey] = set()  # in-scope answers, judged with the rubric
+    for item in plan.items["tendency-g"]:
+        answer = answers[_key(item)]
+        q = item.question
+        if q.in_scope:
+            label = q.answers[-1] if len(q.answers) > 1 else q.answer
+            event = plan.events.get(item.case.edit.id, "")
+            prompt = RUBRIC_PROMPT.format(event=event, question=q.question, answer=answer, label=label)
+            rubric.add(_key(item))
+        elif item.method == "none":
+            continue  # locality of f_θ against itself is 1 by definition
+        else:
+            before = answers[_key(item, "none")]
+            prompt = CONSISTENCY_PROMPT.format(before=before, after=answer)
+        requests[_key(item)] = PromptRequest.of(judge, [{"role": "user", "content": prompt}], params)
+    missing = any(not cache.has(r.key) for r in requests.values())
+    asked, _ = fetch_answers(
+        list(requests.values()), cache, model=judge, params=params, state_dir=config.out / "state",
+        base_url=url() if missing else config.base_url, api_key=config.api_key, progress=config.progress,
+        description="Tendency-G judge",
+    )  # fmt: skip
+    for key, req in requests.items():
+        text = str((cache.get(req.key) or {}).get("text", ""))
+        judged[key] = parse_rubric(text) if key in rubric else parse_consistency(text)
+    return asked
+
+
+def _rows(
+    plan: _Plan,
+    methods: Sequence[str],
+    answers: Mapping[AnswerKey, str],
+    judged: Mapping[AnswerKey, dict[str, int] | int | None],
+) -> list[ElkenRow]:
+    rows: list[ElkenRow] = []
+    for fmt, items in plan.items.items():
+        for method in methods:
+            mine = [i for i in items if i.method == method]
+            ins = [i for i in mine if i.question.in_scope]
+            outs = [i for i in mine if not i.question.in_scope]
+            unparsed = 0
+            if fmt == "tendency-g":
+                right = {}
+                for i in ins:
+                    score = judged.get(_key(i))
+                    unparsed += score is None
+                    right[_key(i)] = isinstance(score, dict) and score["overall"] == 5
+                same = []
+                for i in outs:
+                    if method == "none":
+                        same.append(True)
+                        continue
+                    score = judged.get(_key(i))
+                    unparsed += score is None
+                    same.append(score == 5)
+            else:
+                right = {_key(i): _correct(fmt, answers[_key(i)], i.question) for i in ins}
+                same = [_same(fmt, answers[_key(i, "none")], answers[_key(i)], i.question) for i in outs]
+            per_event: dict[str, list[bool]] = {}
+            for i in ins:
+                per_event.setdefault(i.case.case_id, []).append(right[_key(i)])
+            retrieves = method != "none"
+            row = ElkenRow(
+                kind=fmt, method=ELKEN_METHODS[method],
+                q_level=_rate(list(right.values())), e_level=_rate([all(v) for v in per_event.values()]),
+                locality=_rate(same),
+                recall_at_1=_rate([i.event_id == i.case.edit.id for i in ins]) if retrieves else None,
+                rejection=_rate([i.event_id is None for i in outs]) if retrieves else None,
+                n_in=len(ins), n_out=len(outs), n_events=len(per_event), unparsed=unparsed,
+            )  # fmt: skip
+            if fmt == "fact":
+                row.known = _rate([right[_key(i)] for i in ins if not i.question.unknown])
+                row.unknown = _rate([right[_key(i)] for i in ins if i.question.unknown])
+            rows.append(row)
+    return rows
+
+
+_HEAD = ("| Questions | Method | Q-Level | E-Level | Locality | Known | Unknown | Scope recall@1 | OOS rejection "
+         "| n in / out / events |")  # fmt: skip
+
+
+def table_markdown(rows: Sequence[ElkenRow]) -> str:
+    """ELKEN Table 2's columns (reliability at question and edit level, locality; %) plus Table 3's Known /
+    Unknown split and the scope columns, a row per question set and method."""
+    lines = [_HEAD, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    names = {"fact": "Factual Knowledge", "tendency-m": "Tendency-M", "tendency-g": "Tendency-G (full mark)"}
+    for r in rows:
+        lines.append(
+            f"| {names[r.kind]} | {r.method} | {_pct(r.q_level)} | {_pct(r.e_level)} | {_pct(r.locality)} "
+            f"| {_pct(r.known)} | {_pct(r.unknown)} | {_pct(r.recall_at_1)} | {_pct(r.rejection)} "
+            f"| {r.n_in} / {r.n_out} / {r.n_events} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _plot(rows: Sequence[ElkenRow], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    kinds = list(dict.fromkeys(r.kind for r in rows))
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4), squeeze=False)
+    for ax, kind in zip(axes[0], kinds, strict=True):
+        mine = [r for r in rows if r.kind == kind]
+        x = np.arange(len(mine))
+        for offset, (label, values) in zip(
+            (-0.27, 0.0, 0.27),
+            (("Q-Level", [r.q_level for r in mine]), ("E-Level", [r.e_level for r in mine]),
+             ("Locality", [r.locality for r in mine])),
+            strict=True,
+        ):  # fmt: skip
+            ax.bar(x + offset, [100 * (v or 0) for v in values], width=0.27, label=label)
+        ax.set_xticks(x, [r.method.split(" (")[0] for r in mine], rotation=30, ha="right")
+        ax.set_ylim(0, 100)
+        ax.set_title(kind)
+        ax.set_ylabel("%")
+    axes[0][0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _write_outputs(
+    config: ElkenEvalConfig,
+    report: ElkenEvalReport,
+    plan: _Plan,
+    answers: Mapping[AnswerKey, str],
+    judged: Mapping[AnswerKey, dict[str, int] | int | None],
+) -> list[Path]:
+    out = config.out
+    files = [out / "table.md", out / "table.csv", out / "cases.csv", out / "summary.json"]
+    (out / "table.md").write_text(table_markdown(report.rows), encoding="utf-8")
+    with (out / "table.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(report.rows[0].as_dict()) if report.rows else ["kind"])
+        writer.writeheader()
+        writer.writerows(r.as_dict() for r in report.rows)
+    with (out / "cases.csv").open("w", newline="", encoding="utf-8") as f:
+        rows = csv.writer(f)
+        rows.writerow(["format", "method", "case_id", "in_scope", "question", "gold", "event_id", "answer",
+                         "correct", "judgement"])  # fmt: skip
+        for fmt, items in plan.items.items():
+            for i in items:
+                answer = answers.get(_key(i), "")
+                correct = (
+                    _correct(fmt, answer, i.question) if fmt != "tendency-g" and i.question.in_scope else ""
+                )
+                rows.writerow([fmt, i.method, i.case.case_id, i.question.in_scope, i.question.prompt,
+                                 i.question.answer, i.event_id or "", answer, correct,
+                                 json.dumps(judged.get(_key(i))) if fmt == "tendency-g" else ""])  # fmt: skip
+    summary = {"split": config.split, "n": config.n, "counts": report.counts, "requests": report.requests,
+               "cached": report.cached, "seconds": round(report.seconds, 1),
+               "rows": [r.as_dict() for r in report.rows]}  # fmt: skip
+    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    if config.plots and report.rows:
+        _plot(report.rows, out / "elken.png")
+        files.append(out / "elken.png")
+    return files
