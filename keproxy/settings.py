@@ -153,6 +153,13 @@ class Settings(BaseSettings):
         description="SQLite edit store (edits, their versions and the change log); default: "
         "<data_dir>/edits.sqlite3. The FAISS index of the edit memory lives in <data_dir>/edit-index/.",
     )
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL ('postgresql://user@host:5432/keproxy') of the edit store and the transcript "
+        "log, shared by every keproxy replica (needs the 'postgres' extra); each replica keeps its own FAISS "
+        "index and catches up with the others' writes before every retrieval. null: the SQLite files edits_db "
+        "and transcripts_db. Keep the password out of the URL: libpq reads PGPASSWORD and ~/.pgpass.",
+    )
     edit_index: Literal["ivf", "hnsw"] = Field(
         default="ivf",
         description="Approximate FAISS index of the edit memory above 50,000 edits (exact search below): "
@@ -237,6 +244,15 @@ class Settings(BaseSettings):
                 raise ValueError(f"duplicate model alias {route.alias!r}")
             seen.add(route.alias)
         return routes
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, url: str | None) -> str | None:
+        if not url:
+            return None
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a PostgreSQL URL starting with postgresql://")
+        return url
 
     @classmethod
     def settings_customise_sources(

@@ -3,6 +3,9 @@
 keproxy edits import FILE --format counterfact|zsre|jsonl [--scope global] [--scope-id ID] [--tenant default]
                      [--limit N] [--no-index]
 keproxy edits list [--tenant default] [--scope S] [--kind K] [--source S] [--limit N] [--offset N] [--json]
+
+Both open the store the server uses: the SQLite file (``--edits-db``), or PostgreSQL with ``--database-url`` (or
+the ``database_url`` setting).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from rich.console import Console
 from keproxy.errors import ConfigError, KeproxyError
 from keproxy.memory.edits import EditKind, EditScopeKind, EditSource
 from keproxy.memory.importers import IMPORT_FORMATS, ImportFormat, import_edits
-from keproxy.memory.store import SQLiteEditStore
+from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.settings import Settings, load_settings
 
 __all__ = ["edits_app"]
@@ -28,6 +31,10 @@ console = Console(stderr=True)
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file.")]
 EditsDbOpt = Annotated[Path | None, typer.Option("--edits-db", help="SQLite edit store file.")]
 DataDirOpt = Annotated[Path | None, typer.Option(help="Folder for keproxy's databases.")]
+DatabaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--database-url", help="PostgreSQL URL of the edit store (instead of --edits-db)."),
+]
 
 
 def _settings(config: Path | None, **overrides: object) -> Settings:
@@ -36,6 +43,22 @@ def _settings(config: Path | None, **overrides: object) -> Settings:
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc.message}")
         raise typer.Exit(2) from None
+
+
+def _open_store(settings: Settings) -> EditStore:
+    """The edit store of ``settings`` (PostgreSQL with database_url, else the SQLite file); exits with 2 when
+    it cannot be opened."""
+    if settings.database_url is None:
+        return SQLiteEditStore(settings.edits_path)
+    try:
+        from keproxy.memory.pg_store import PostgresEditStore
+
+        return PostgresEditStore(settings.database_url)
+    except ImportError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+    except ConfigError as exc:
+        console.print(f"[red]error:[/red] {exc.message}")
+    raise typer.Exit(2)
 
 
 def _choice(value: str | None, allowed: tuple[str, ...], option: str) -> str | None:
@@ -61,11 +84,12 @@ def import_command(
     config: ConfigOpt = None,
     edits_db: EditsDbOpt = None,
     data_dir: DataDirOpt = None,
+    database_url: DatabaseUrlOpt = None,
 ) -> None:
     """Import edits from a CounterFact, zsRE or keproxy JSON-lines file into the edit store."""
     _choice(fmt, IMPORT_FORMATS, "--format")
     _choice(scope, ("global", "user", "session"), "--scope")
-    settings = _settings(config, edits_db=edits_db, data_dir=data_dir)
+    settings = _settings(config, edits_db=edits_db, data_dir=data_dir, database_url=database_url)
     try:
         edits = import_edits(
             file, cast(ImportFormat, fmt), tenant=tenant, scope=cast(EditScopeKind, scope), scope_id=scope_id,
@@ -78,7 +102,7 @@ def import_command(
     from keproxy.memory.memory import EditMemory
 
     memory = EditMemory(
-        SQLiteEditStore(settings.edits_path),
+        _open_store(settings),
         Embedder.from_name_or_path(settings.embedding_model),
         index_dir=settings.edit_index_dir,
     )
@@ -92,7 +116,7 @@ def import_command(
             _ = memory.index  # embeds the new edits (and any others the saved index lacks)
     finally:
         memory.close()
-    console.print(f"imported {len(edits)} edits from {file} into {settings.edits_path}")
+    console.print(f"imported {len(edits)} edits from {file} into {memory.store!r}")
 
 
 @edits_app.command("list")
@@ -108,16 +132,17 @@ def list_command(
     config: ConfigOpt = None,
     edits_db: EditsDbOpt = None,
     data_dir: DataDirOpt = None,
+    database_url: DatabaseUrlOpt = None,
 ) -> None:
     """List the edits of a tenant (creation order), as a table or JSON lines."""
     _choice(scope, ("global", "user", "session"), "--scope")
     _choice(kind, ("triple", "text", "event"), "--kind")
     _choice(source, ("api", "correction", "import"), "--source")
-    settings = _settings(config, edits_db=edits_db, data_dir=data_dir)
-    if not settings.edits_path.exists():
+    settings = _settings(config, edits_db=edits_db, data_dir=data_dir, database_url=database_url)
+    if settings.database_url is None and not settings.edits_path.exists():
         console.print(f"[red]error:[/red] no edit store at {settings.edits_path}")
         raise typer.Exit(2)
-    store = SQLiteEditStore(settings.edits_path)
+    store = _open_store(settings)
     try:
         edits = store.list(
             tenant, scope=cast(EditScopeKind | None, scope), scope_id=scope_id, kind=cast(EditKind | None, kind),

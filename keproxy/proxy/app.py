@@ -2,8 +2,8 @@
 
 Start-up (lifespan) builds, in order: the embedded local model server when no upstream is configured, the
 upstream router, the correction detector, the history editors, the transcript store and the edit memory
-(``app.state.memory``, served by ``/v1/edits``); all live on
-``app.state`` and are closed on shutdown. Errors of keproxy's tree, request-validation errors and unknown
+(``app.state.memory``, served by ``/v1/edits``; both stores in SQLite files, or in PostgreSQL with the
+``database_url`` setting); all live on ``app.state`` and are closed on shutdown. Errors of keproxy's tree, request-validation errors and unknown
 routes all answer with OpenAI's error body.
 """
 
@@ -26,13 +26,13 @@ from keproxy.editors.registry import EditorRegistry, EditorResources
 from keproxy.errors import ConfigError, KeproxyError, error_body
 from keproxy.memory.embeddings import Embedder
 from keproxy.memory.memory import EditMemory
-from keproxy.memory.store import SQLiteEditStore
+from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.nli import LazyNLIBackend
 from keproxy.proxy.edits_api import edits_router
 from keproxy.proxy.router import router
 from keproxy.proxy.serving import ChatService
 from keproxy.settings import ModelRoute, Settings
-from keproxy.transcripts import SQLiteTranscriptStore
+from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
 from keproxy.upstream import UpstreamRouter
 from keproxy.upstream.local import LocalModelServer
 
@@ -77,6 +77,19 @@ def _routes(settings: Settings, local: LocalModelServer | None) -> tuple[list[Mo
     return list(settings.models), None
 
 
+def _stores(settings: Settings) -> tuple[TranscriptStore, EditStore]:
+    """The transcript log and the edit store: both on PostgreSQL with ``database_url``, else SQLite files.
+    Raises ConfigError when psycopg is missing or the database cannot be reached."""
+    if settings.database_url is None:
+        return SQLiteTranscriptStore(settings.transcripts_path), SQLiteEditStore(settings.edits_path)
+    try:
+        from keproxy.memory.pg_store import PostgresEditStore
+        from keproxy.transcripts.postgres import PostgresTranscriptStore
+    except ImportError as exc:
+        raise ConfigError(f"database_url: {exc}", param="database_url") from None
+    return PostgresTranscriptStore(settings.database_url), PostgresEditStore(settings.database_url)
+
+
 def create_app(settings: Settings) -> FastAPI:
     """The keproxy ASGI app for ``settings``. Raises ConfigError at start-up on bad configuration."""
 
@@ -95,9 +108,9 @@ def create_app(settings: Settings) -> FastAPI:
         detector_resources = DetectorResources(
             encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge
         )
-        store = SQLiteTranscriptStore(settings.transcripts_path)
+        store, edit_store = _stores(settings)
         memory = EditMemory(
-            SQLiteEditStore(settings.edits_path),
+            edit_store,
             embedder,
             index_dir=settings.edit_index_dir,
             large=settings.edit_index,
