@@ -11,7 +11,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # (5,400 dialogues); a quick look: DEMO_ARGS="--limit 3 --variants 1".
 DEMO_ARGS ?= --limit 20 --variants 1
 
-.PHONY: install nli demo test test-fast lint format clean
+.PHONY: install nli pg demo test test-fast lint format clean
 
 # The offline default NLI backend: all-MiniLM-L6-v2 fine-tuned as a 3-way cross-encoder (seeded, ~6-10 min on
 # 2 cores). A build artifact, not committed; rebuilt when the training code changes (`keproxy train nli` also
@@ -40,10 +40,17 @@ nli: $(NLI_MANIFEST)  ## build the offline NLI cross-encoder (cached)
 demo: install  ## start the proxy on the embedded model, replay the KEIC dev set with otc,patch, print the table
 	$(BIN)/keproxy demo --out demo-out $(DEMO_ARGS)
 
-test: install nli  ## every test: fast tier and the end-to-end tier on the real local model
+# The postgres tests start a throwaway server from Debian's binaries; as root, install them when missing
+# (best effort: without them those tests skip).
+pg:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
+	{ apt-get install -y -q postgresql >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && \
+	  apt-get install -y -q postgresql >/dev/null 2>&1; } || echo "postgresql not installed: its tests skip"; }
+
+test: install nli pg  ## every test: fast tier and the end-to-end tier on the real local model
 	$(BIN)/python -m pytest -q
 
-test-fast: install nli
+test-fast: install nli pg
 	$(BIN)/python -m pytest -q -m "not e2e"
 
 lint: install
