@@ -1,5 +1,6 @@
-"""``keproxy eval elken-scope`` and ``keproxy eval elken``: the command-line faces of
-:func:`keproxy.eval.elken_scope.run_elken_scope` and :func:`keproxy.eval.elken.run_elken_eval`.
+"""``keproxy eval elken-scope``, ``keproxy eval elken`` and ``keproxy eval mquake``: the command-line faces of
+:func:`keproxy.eval.elken_scope.run_elken_scope`, :func:`keproxy.eval.elken.run_elken_eval` and
+:func:`keproxy.eval.mquake.run_mquake_eval`.
 
 Plain functions with typer ``Annotated`` options; the CLI registers them with ``eval_app.command(...)``. Exit
 codes: 0 done, 2 bad arguments or a fatal error (missing shared data, missing embedding model, proxy trouble).
@@ -13,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-__all__ = ["eval_elken_command", "eval_elken_scope_command"]
+__all__ = ["eval_elken_command", "eval_elken_scope_command", "eval_mquake_command"]
 
 
 def _csv(value: str) -> list[str]:
@@ -153,4 +154,62 @@ def eval_elken_command(
     err.print(
         f"ELKEN {config.split}: {report.requests} answers asked, {report.cached} cached; "
         f"{report.seconds:.0f} s; wrote {', '.join(p.name for p in report.files)} to {config.out}"
+    )
+
+
+def eval_mquake_command(
+    n: Annotated[int, typer.Option("--n", min=1, help="MQuAKE-hard cases (of 429).")] = 50,
+    k: Annotated[int, typer.Option("--k", min=1, help="Edits retrieved per multi-hop question.")] = 4,
+    memory: Annotated[
+        str, typer.Option(help="'all': every evaluated case's edits are searched; 'case': only its own four.")
+    ] = "all",
+    methods: Annotated[str, typer.Option(help="Comma-separated: none, gold, retrieval, hops.")] = (
+        "none,gold,retrieval,hops"
+    ),
+    single_hop: Annotated[
+        bool, typer.Option("--single-hop/--no-single-hop", help="Also ask the new single-hop questions.")
+    ] = True,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Folder holding mquake/; default: the shared data folder.")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("mquake-eval"),
+    base_url: Annotated[
+        str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")] = None,
+    mock_response: Annotated[
+        str | None, typer.Option(help="Self-started proxy only: answer every request with this text.")
+    ] = None,
+    api_key: Annotated[str, typer.Option(help="Bearer key for the proxy.")] = "keproxy",
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write mquake.png.")] = True,
+) -> None:
+    """MQuAKE-hard through the proxy: multi-hop accuracy with no edit, the gold edits, top-k retrieval and
+    per-hop retrieval; per-hop recall and single-hop accuracy."""
+    from pydantic import ValidationError
+
+    from keproxy.eval.harness import HarnessError
+    from keproxy.eval.mquake import MQuAKEEvalConfig, run_mquake_eval
+    from keproxy.memory.embeddings import EmbedderError
+
+    err = Console(stderr=True)
+    try:
+        config = MQuAKEEvalConfig(
+            n=n, k=k, memory=memory.lower(), methods=_csv(methods), single_hop=single_hop,  # type: ignore[arg-type]
+            data_dir=data_dir, out=out, base_url=base_url, model=model, mock_response=mock_response,
+            api_key=api_key, progress=progress, plots=plots,
+        )  # fmt: skip
+    except (ValidationError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    try:
+        report = run_mquake_eval(config, log=err.log)
+    except (FileNotFoundError, ValueError, EmbedderError, HarnessError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    print((config.out / "table.md").read_text(encoding="utf-8"))
+    print((config.out / "hops.md").read_text(encoding="utf-8"))
+    err.print(
+        f"MQuAKE-hard: {report.requests} answers asked, {report.cached} cached; {report.seconds:.0f} s; "
+        f"wrote {', '.join(p.name for p in report.files)} to {config.out}"
     )
