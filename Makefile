@@ -62,5 +62,16 @@ format: install
 	$(BIN)/ruff format keproxy tests
 	$(BIN)/ruff check --fix keproxy tests
 
+# Proxy benchmark (bench/proxies.py): the LiteLLM proxy peer runs from its own venv, so keproxy's stays as is.
+# `make bench` is the full run (~8 min on 2 cores); BENCH_ARGS="--smoke" for a ~3 min check.
+BENCH_VENV ?= .bench-venv
+BENCH_ARGS ?=
+
+bench-deps: install  ## the LiteLLM proxy's venv (litellm[proxy]==1.106.2) for bench/proxies.py
+	$(BIN)/python bench/proxies.py --setup --litellm-venv $(BENCH_VENV)
+
+bench: bench-deps  ## proxy overhead: direct, keproxy (3 configurations), LiteLLM proxy -> bench/results/proxies.md
+	$(BIN)/python bench/proxies.py --litellm-venv $(BENCH_VENV) $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) artifacts .keproxy demo-out .pytest_cache .mypy_cache .ruff_cache
