@@ -13,8 +13,8 @@ The body is a 3-message conversation (user, assistant, user) asking for ``max_to
 
 A request counts as an error when the connection fails, the status is not 200, the answer is not a
 ``chat.completion`` (no ``"choices"``), a stream does not end with ``data: [DONE]``, or no answer comes
-within ``--timeout`` s. Only requests that start after ``--warmup`` s and finish before the end of the run
-are counted: ``rps`` = successful requests / measured seconds.
+within ``--timeout`` s. Only answers (and errors) that come in the measured window, from ``--warmup`` s to
+``--warmup`` + ``--duration`` s, are counted: ``rps`` = successful answers in the window / its seconds.
 
 Latency (ms) is from writing the request to reading the last byte of the answer; streams also report
 ``ttfb`` (to the first body byte). Prints one JSON object: ``concurrency``, ``stream``, ``seconds``,
@@ -178,7 +178,6 @@ async def worker(
     while time.perf_counter() < end:
         counter[0] += 1
         data = target.request_bytes(counter[0])
-        started = 0.0
         try:
             if conn is None or conn.transport is None:
                 conn = await asyncio.wait_for(_connect(target), timeout)
@@ -188,7 +187,7 @@ async def worker(
             if conn is not None and conn.transport is not None:
                 conn.transport.close()
             conn = None
-            if started >= measure_from and time.perf_counter() <= end:
+            if measure_from <= time.perf_counter() <= end:
                 samples.error(f"{type(exc).__name__}: {exc}")
             await asyncio.sleep(0.01)  # a refused connection must not spin
             continue
@@ -197,7 +196,7 @@ async def worker(
         if not keep_alive and conn.transport is not None:
             conn.transport.close()
             conn = None
-        if started < measure_from or done > end:
+        if not measure_from <= done <= end:
             continue
         problem = _answer_error(status, body, target.stream)
         if problem is not None:
