@@ -196,7 +196,12 @@ def demo(
 
 def _register_subcommands() -> None:
     from keproxy.eval.corrections_cli import eval_corrections_command
-    from keproxy.eval.elken_cli import eval_elken_command, eval_elken_scope_command, eval_mquake_command
+    from keproxy.eval.elken_cli import (
+        eval_elken_command,
+        eval_elken_scope_command,
+        eval_leme_command,
+        eval_mquake_command,
+    )
     from keproxy.eval.keic_harness_cli import eval_keic_command
     from keproxy.eval.postedit_cli import eval_postedit_command
     from keproxy.memory.cli import edits_app
@@ -208,6 +213,7 @@ def _register_subcommands() -> None:
     eval_app.command("elken-scope")(eval_elken_scope_command)
     eval_app.command("elken")(eval_elken_command)
     eval_app.command("mquake")(eval_mquake_command)
+    eval_app.command("leme")(eval_leme_command)
     app.add_typer(train_app, name="train")
     app.add_typer(edits_app, name="edits")
 

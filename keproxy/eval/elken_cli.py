@@ -1,6 +1,6 @@
-"""``keproxy eval elken-scope``, ``keproxy eval elken`` and ``keproxy eval mquake``: the command-line faces of
-:func:`keproxy.eval.elken_scope.run_elken_scope`, :func:`keproxy.eval.elken.run_elken_eval` and
-:func:`keproxy.eval.mquake.run_mquake_eval`.
+"""The event-level and long-form evals' command lines: ``keproxy eval elken-scope``, ``elken``, ``mquake`` and
+``leme`` (:func:`keproxy.eval.elken_scope.run_elken_scope`, :func:`keproxy.eval.elken.run_elken_eval`,
+:func:`keproxy.eval.mquake.run_mquake_eval`, :func:`keproxy.eval.leme.run_leme_eval`).
 
 Plain functions with typer ``Annotated`` options; the CLI registers them with ``eval_app.command(...)``. Exit
 codes: 0 done, 2 bad arguments or a fatal error (missing shared data, missing embedding model, proxy trouble).
@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-__all__ = ["eval_elken_command", "eval_elken_scope_command", "eval_mquake_command"]
+__all__ = ["eval_elken_command", "eval_elken_scope_command", "eval_leme_command", "eval_mquake_command"]
 
 
 def _csv(value: str) -> list[str]:
@@ -212,4 +212,62 @@ def eval_mquake_command(
     err.print(
         f"MQuAKE-hard: {report.requests} answers asked, {report.cached} cached; {report.seconds:.0f} s; "
         f"wrote {', '.join(p.name for p in report.files)} to {config.out}"
+    )
+
+
+def eval_leme_command(
+    n: Annotated[int, typer.Option("--n", min=1, help="LEME cases (of 100).")] = 20,
+    methods: Annotated[str, typer.Option(help="Comma-separated: none, prompt, ike, postedit.")] = (
+        "none,prompt,ike,postedit"
+    ),
+    survey_model: Annotated[
+        str | None, typer.Option(help="Alias of an LLM that rates LEME's 9 survey statements (1-7).")
+    ] = None,
+    max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of each passage.")] = 200,
+    nli: Annotated[str, typer.Option(help="NLI backend spec for the claim classification.")] = "local",
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Folder holding leme/; default: the shared data folder.")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("leme-eval"),
+    base_url: Annotated[
+        str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")] = None,
+    mock_response: Annotated[
+        str | None, typer.Option(help="Self-started proxy only: answer every request with this text.")
+    ] = None,
+    api_key: Annotated[str, typer.Option(help="Bearer key for the proxy.")] = "keproxy",
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write leme.png.")] = True,
+) -> None:
+    """LEME through the proxy: main and related passages per edit mode; claim classification (supports /
+    neutral / contradicts) of new fact, old fact and ground truth; consistency, topicality, perplexity."""
+    from pydantic import ValidationError
+
+    from keproxy.eval.harness import HarnessError
+    from keproxy.eval.leme import LemeEvalConfig, run_leme_eval
+    from keproxy.memory.embeddings import EmbedderError
+
+    err = Console(stderr=True)
+    try:
+        config = LemeEvalConfig(
+            n=n, methods=_csv(methods), survey_model=survey_model, max_tokens=max_tokens, nli=nli,  # type: ignore[arg-type]
+            data_dir=data_dir, out=out, base_url=base_url, model=model, mock_response=mock_response,
+            api_key=api_key, progress=progress, plots=plots,
+        )  # fmt: skip
+    except (ValidationError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    try:
+        report = run_leme_eval(config, log=err.log)
+    except (FileNotFoundError, ValueError, EmbedderError, HarnessError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    print((config.out / "claims.md").read_text(encoding="utf-8"))
+    print((config.out / "table.md").read_text(encoding="utf-8"))
+    for note in report.notes:
+        err.print(f"note: {note}")
+    err.print(
+        f"LEME: {report.requests} passages asked, {report.cached} cached, {report.edits_added} edits stored; "
+        f"{report.seconds:.0f} s; wrote {', '.join(p.name for p in report.files)} to {config.out}"
     )

@@ -160,14 +160,18 @@ def _progress(enabled: bool) -> Progress:
 
 @dataclass(frozen=True)
 class PromptRequest:
-    """One chat request: its cache ``key`` (:func:`~keproxy.eval.harness.request_key`) and ``messages``."""
+    """One chat request: its cache ``key`` (:func:`~keproxy.eval.harness.request_key`), ``messages`` and the
+    proxy's ``edit_mode`` for it ("off": the request goes upstream as sent)."""
 
     key: str
     messages: list[dict[str, Any]]
+    edit_mode: str = "off"
 
     @classmethod
-    def of(cls, model: str, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> PromptRequest:
-        return cls(request_key(model, messages, "off", params, 0), messages)
+    def of(
+        cls, model: str, messages: list[dict[str, Any]], params: Mapping[str, Any], edit_mode: str = "off"
+    ) -> PromptRequest:
+        return cls(request_key(model, messages, edit_mode, params, 0), messages, edit_mode)
 
 
 def fetch_answers(
@@ -184,8 +188,8 @@ def fetch_answers(
     description: str = "upstream answers",
 ) -> tuple[int, int]:
     """Fetch every uncached answer of ``requests`` through the proxy at ``base_url`` (None: a ``keproxy
-    serve`` child with data dir ``state_dir``, started only when an answer is missing) with ``edit_mode:
-    "off"`` and strategy ``otc``; each answer is stored in ``cache`` as ``{"text", "messages"}`` as soon as it
+    serve`` child with data dir ``state_dir``, started only when an answer is missing) with each request's
+    ``edit_mode`` (usually "off") and strategy ``otc``; each answer is stored in ``cache`` as ``{"text", "messages"}`` as soon as it
     arrives. Returns (asked, cached). Raises HarnessError on a refused or failed request."""
     import openai
 
@@ -203,7 +207,7 @@ def fetch_answers(
                 try:
                     completion = client.chat.completions.create(
                         model=model, messages=req.messages,  # type: ignore[arg-type]
-                        extra_body={"keproxy": {"strategy": "otc", "edit_mode": "off"}}, **params,
+                        extra_body={"keproxy": {"strategy": "otc", "edit_mode": req.edit_mode}}, **params,
                     )  # fmt: skip
                 except openai.APIStatusError as exc:
                     raise HarnessError(f"the proxy refused a request: {exc}") from exc
