@@ -372,6 +372,6 @@ def test_replica_sees_the_other_replicas_writes_within_a_second(replicas: tuple[
           f"and transcript read with nothing new: {one_chat * 1000:.0f} ms")  # fmt: skip
     # no polling interval: the first request that starts after the write, on the other replica, sees it
     assert (added.requests, removed.requests) == (1, 1)
-    # end to end, that request included; the 1 s target holds on an idle machine (measured ~0.3-0.8 s on two
-    # busy cores, most of it the catch-up embedding the new edit), the bound leaves room for a loaded CI box
-    assert added.delay_s < 3.0 and removed.delay_s < 3.0
+    # end to end, that request included, within the 1 s of the issue (measured ~0.3-0.8 s on two
+    # busy cores, most of it the catch-up embedding the new edit)
+    assert added.delay_s < 1.0 and removed.delay_s < 1.0
