@@ -2,16 +2,20 @@
 
 One writer thread owns the write connection, so the event loop never blocks on disk and writes never race.
 ``add`` returns after the row is committed: with WAL and ``synchronous=NORMAL`` a committed row survives a
-killed process (not a power cut). Rows keep a few indexed columns and the whole record as JSON.
+killed process (not a power cut). Writes are group-committed: the thread takes every row queued while it was
+busy (up to ``max_batch``) and commits them in one transaction, so under concurrent requests one commit and one
+wake-up of the event loop serve many of them. Rows keep a few indexed columns and the whole record as JSON.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
 import sqlite3
+import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -42,28 +46,83 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 class SQLiteTranscriptStore:
-    """``TranscriptStore`` on the SQLite file ``path`` (created with its folder when missing)."""
+    """``TranscriptStore`` on the SQLite file ``path`` (created with its folder when missing).
 
-    def __init__(self, path: Path | str) -> None:
+    max_batch: rows committed together at most (group commit, see the module docstring).
+    """
+
+    def __init__(self, path: Path | str, *, max_batch: int = 256) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keproxy-transcripts")
+        self.max_batch = max_batch
+        self.commits = 0
+        """Transactions committed so far (each holds one or more rows)."""
         self._conn = _connect(self.path)
         self._conn.executescript(SCHEMA)
+        # (request, future, loop): request is a Transcript to write, a request id (str) to read, or None to stop
+        self._queue: queue.SimpleQueue[tuple[Any, asyncio.Future[Any] | None, Any]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="keproxy-transcripts", daemon=True)
+        self._thread.start()
 
-    def _insert(self, transcript: Transcript) -> None:
-        self._conn.execute(
-            "INSERT OR REPLACE INTO transcripts VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                transcript.request_id,
-                transcript.created,
-                transcript.alias,
-                transcript.strategy,
-                transcript.status,
-                len(transcript.edits),
-                orjson.dumps(transcript).decode(),  # dataclass natively: ~8 µs vs ~200 µs via asdict
-            ),
-        )
+    @staticmethod
+    def _row(transcript: Transcript) -> tuple[Any, ...]:
+        return (
+            transcript.request_id, transcript.created, transcript.alias, transcript.strategy, transcript.status,
+            len(transcript.edits),
+            orjson.dumps(transcript).decode(),  # dataclass natively: ~8 µs vs ~200 µs via asdict
+        )  # fmt: skip
+
+    def _run(self) -> None:
+        """The writer thread: takes requests in order; consecutive writes are committed together, a read sees
+        every write queued before it, None closes the connection and stops."""
+        pending: tuple[Any, asyncio.Future[Any] | None, Any] | None = None
+        while True:
+            item = pending if pending is not None else self._queue.get()
+            pending = None
+            request, future, loop = item
+            if isinstance(request, Transcript):
+                batch = [item]
+                while len(batch) < self.max_batch:
+                    try:
+                        nxt = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if not isinstance(nxt[0], Transcript):
+                        pending = nxt
+                        break
+                    batch.append(nxt)
+                self._commit(batch)
+            elif request is None:
+                self._conn.close()
+                if future is not None:
+                    loop.call_soon_threadsafe(_settle, future, None, None)
+                return
+            else:  # a read
+                try:
+                    result: Any = self._select(request)
+                    error: BaseException | None = None
+                except Exception as exc:  # handed to the awaiting coroutine
+                    result, error = None, exc
+                loop.call_soon_threadsafe(_settle, future, result, error)
+
+    def _commit(self, batch: list[tuple[Any, asyncio.Future[Any] | None, Any]]) -> None:
+        error: BaseException | None = None
+        try:
+            with self._conn:  # one transaction
+                self._conn.execute("BEGIN")
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO transcripts VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [self._row(t) for t, _, _ in batch],
+                )
+            self.commits += 1
+        except Exception as exc:
+            error = exc
+        by_loop: dict[Any, list[asyncio.Future[Any]]] = {}
+        for _, future, loop in batch:
+            if future is not None:
+                by_loop.setdefault(loop, []).append(future)
+        for loop, futures in by_loop.items():  # one wake-up per event loop for the whole batch
+            loop.call_soon_threadsafe(_settle_all, futures, error)
 
     def _select(self, request_id: str) -> Transcript | None:
         row = self._conn.execute(
@@ -71,13 +130,22 @@ class SQLiteTranscriptStore:
         ).fetchone()
         return Transcript.from_dict(orjson.loads(row[0])) if row else None
 
+    async def _ask(self, request: Any) -> Any:
+        if not self._thread.is_alive():
+            raise RuntimeError("the transcript store is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._queue.put((request, future, loop))
+        return await future
+
     async def add(self, transcript: Transcript) -> None:
-        """Insert (or replace) the row; returns once committed."""
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._insert, transcript)
+        """Insert (or replace) the row; returns once committed (raises what SQLite raised)."""
+        await self._ask(transcript)
 
     async def get(self, request_id: str) -> Transcript | None:
         """The transcript of ``request_id``, or None."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._select, request_id)
+        result: Transcript | None = await self._ask(request_id)
+        return result
 
     def iter_all(self, *, since: float | None = None) -> Iterator[Transcript]:
         """Every transcript in creation order (optionally created >= ``since``), read on its own connection."""
@@ -90,5 +158,21 @@ class SQLiteTranscriptStore:
             conn.close()
 
     async def aclose(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._conn.close)
-        self._executor.shutdown(wait=True)
+        """Commit what is queued, then close the connection and stop the writer thread."""
+        if self._thread.is_alive():
+            await self._ask(None)
+        await asyncio.to_thread(self._thread.join)
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():  # the awaiting request was cancelled (client gone): nothing to hand over
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _settle_all(futures: list[asyncio.Future[Any]], error: BaseException | None) -> None:
+    for future in futures:
+        _settle(future, None, error)
