@@ -205,6 +205,7 @@ def _register_subcommands() -> None:
     from keproxy.eval.keic_harness_cli import eval_keic_command
     from keproxy.eval.postedit_cli import eval_postedit_command
     from keproxy.memory.cli import edits_app
+    from keproxy.proxy.keys_cli import keys_app
     from keproxy.train.cli import train_app
 
     eval_app.command("keic")(eval_keic_command)
@@ -216,6 +217,7 @@ def _register_subcommands() -> None:
     eval_app.command("leme")(eval_leme_command)
     app.add_typer(train_app, name="train")
     app.add_typer(edits_app, name="edits")
+    app.add_typer(keys_app, name="keys")
 
 
 _register_subcommands()

@@ -7,13 +7,16 @@ The tree::
      ├── InvalidRequestError          400 "invalid_request_error"
      │    └── ModelNotFoundError      404 "invalid_request_error", code "model_not_found"
      ├── AuthenticationError          401 "authentication_error", code "invalid_api_key"
+     ├── PermissionDeniedError        403 "permission_error", code "admin_key_required"
+     ├── RateLimitError               429 "requests", code "rate_limit_exceeded" (header retry-after)
      ├── NotFoundError                404 "invalid_request_error", code "not_found"
      │    └── EditNotFoundError       404 "invalid_request_error", code "edit_not_found"
      └── UpstreamError                502 "upstream_error" (the upstream failed or answered non-2xx)
           └── UpstreamTimeoutError    504 "upstream_error", code "upstream_timeout"
 
 ``error_body`` turns any of them into ``{"error": {"message", "type", "param", "code"}}``, the body OpenAI's
-API and SDKs use, and ``KeproxyError.status_code`` gives the HTTP status.
+API and SDKs use, ``KeproxyError.status_code`` gives the HTTP status and ``KeproxyError.headers`` any response
+headers (``retry-after`` of a RateLimitError).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ __all__ = [
     "KeproxyError",
     "ModelNotFoundError",
     "NotFoundError",
+    "PermissionDeniedError",
+    "RateLimitError",
     "UpstreamError",
     "UpstreamTimeoutError",
     "error_body",
@@ -47,6 +52,8 @@ class KeproxyError(Exception):
         self.param = param
         if code is not None:
             self.code = code
+        self.headers: dict[str, str] = {}
+        """Response headers that go with the error body."""
 
 
 class ConfigError(KeproxyError):
@@ -67,6 +74,28 @@ class AuthenticationError(KeproxyError):
     status_code = 401
     error_type = "authentication_error"
     code = "invalid_api_key"
+
+
+class PermissionDeniedError(KeproxyError):
+    """The key is valid but may not do this (e.g. a non-admin key writing a global edit)."""
+
+    status_code = 403
+    error_type = "permission_error"
+    code = "admin_key_required"
+
+
+class RateLimitError(KeproxyError):
+    """The key used up its requests per minute; ``retry_after_s`` (whole seconds) also goes out as the
+    ``retry-after`` header. Type and code are OpenAI's for a request-rate limit."""
+
+    status_code = 429
+    error_type = "requests"
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.headers["retry-after"] = str(retry_after_s)
 
 
 class NotFoundError(KeproxyError):

@@ -19,10 +19,20 @@ A minimal YAML file::
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    Tag,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -32,7 +42,15 @@ from pydantic_settings import (
 
 from keproxy.errors import ConfigError
 
-__all__ = ["EditMode", "LocalModelSettings", "ModelRoute", "PostEditorOptions", "Settings", "load_settings"]
+__all__ = [
+    "ApiKey",
+    "EditMode",
+    "LocalModelSettings",
+    "ModelRoute",
+    "PostEditorOptions",
+    "Settings",
+    "load_settings",
+]
 
 #: Public alias of the embedded local model (SmolLM2-135M-Instruct).
 LOCAL_ALIAS = "smollm2"
@@ -66,6 +84,50 @@ class ModelRoute(BaseModel):
         description="litellm mock_response: answer with this text, never call a provider (dry runs).",
     )
     timeout_s: float = Field(default=600.0, gt=0, description="Upstream timeout in seconds.")
+
+
+class ApiKey(BaseModel):
+    """A proxy API key as stored in the configuration: its SHA-256 digest, never the key itself
+    (``keproxy keys create`` makes a key and prints this entry)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hash: str = Field(
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="'sha256:' + the hex SHA-256 digest of the key's UTF-8 bytes.",
+    )
+    tenant: str = Field(
+        default="default",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$",
+        description="The tenant whose edits, corrections and transcripts the key reads and writes.",
+    )
+    admin: bool = Field(
+        default=False,
+        description="May create, change and delete the tenant's global edits and read every tenant's "
+        "transcripts.",
+    )
+    rate_limit_rpm: int | None = Field(
+        default=None,
+        ge=1,
+        description="Requests per minute (a bucket of this many requests, refilled continuously); null: "
+        "unlimited. Counted per process.",
+    )
+    name: str | None = Field(default=None, description="A label for logs (never secret).")
+
+    @staticmethod
+    def digest(key: str) -> str:
+        """The ``hash`` entry of ``key``: ``'sha256:' + hexdigest`` of its UTF-8 bytes."""
+        return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def _key_kind(value: Any) -> str:
+    return "plain" if isinstance(value, str | SecretStr) else "hashed"
+
+
+#: An ``api_keys`` entry: an ApiKey object, or a plain key string (legacy).
+ApiKeyEntry = Annotated[
+    Annotated[ApiKey, Tag("hashed")] | Annotated[SecretStr, Tag("plain")], Discriminator(_key_kind)
+]
 
 
 class LocalModelSettings(BaseModel):
@@ -165,9 +227,11 @@ class Settings(BaseSettings):
         description="Approximate FAISS index of the edit memory above 50,000 edits (exact search below): "
         "'ivf' (IndexIVFFlat, nprobe 32) or 'hnsw' (IndexHNSWFlat).",
     )
-    api_keys: list[SecretStr] = Field(
+    api_keys: list[ApiKeyEntry] = Field(
         default_factory=list,
-        description="Proxy API keys; when non-empty, requests need 'Authorization: Bearer <key>'.",
+        description="Proxy API keys; when non-empty, requests need 'Authorization: Bearer <key>'. An "
+        "entry is an ApiKey (the key's SHA-256 hash, tenant, admin, rate_limit_rpm, name) or, for "
+        "compatibility, the plain key as a string: tenant 'default', admin, no rate limit.",
     )
     detectors: list[str] = Field(
         default_factory=lambda: ["template", "cue"],
@@ -250,6 +314,17 @@ class Settings(BaseSettings):
                 raise ValueError(f"duplicate model alias {route.alias!r}")
             seen.add(route.alias)
         return routes
+
+    @field_validator("api_keys")
+    @classmethod
+    def _unique_keys(cls, keys: list[ApiKey | SecretStr]) -> list[ApiKey | SecretStr]:
+        seen: set[str] = set()
+        for i, key in enumerate(keys):
+            digest = key.hash if isinstance(key, ApiKey) else ApiKey.digest(key.get_secret_value())
+            if digest in seen:
+                raise ValueError(f"entry {i} repeats an earlier key")
+            seen.add(digest)
+        return keys
 
     @field_validator("database_url")
     @classmethod
