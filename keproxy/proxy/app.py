@@ -28,6 +28,7 @@ from keproxy.memory.embeddings import Embedder
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.nli import LazyNLIBackend
+from keproxy.proxy.auth import Authenticator
 from keproxy.proxy.edits_api import edits_router
 from keproxy.proxy.router import router
 from keproxy.proxy.serving import ChatService
@@ -41,8 +42,8 @@ __all__ = ["create_app"]
 logger = logging.getLogger("keproxy")
 
 
-def _error_response(status: int, body: dict[str, object]) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+def _error_response(status: int, body: dict[str, object], headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
 def _openai_error(
@@ -138,12 +139,13 @@ def create_app(settings: Settings) -> FastAPI:
         title="keproxy", version=__version__, lifespan=lifespan,
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )  # fmt: skip
+    app.state.auth = Authenticator(settings.api_keys)  # keys, tenants and rate limits (keproxy.proxy.auth)
     app.include_router(router)
     app.include_router(edits_router)
 
     @app.exception_handler(KeproxyError)
     async def _keproxy_error(request: Request, exc: KeproxyError) -> Response:
-        return _error_response(exc.status_code, error_body(exc))
+        return _error_response(exc.status_code, error_body(exc), exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:

@@ -11,22 +11,28 @@
 
 An edit object is the :class:`keproxy.memory.edits.Edit` fields plus ``"object": "edit"``. Errors use
 OpenAI's body: 400 for a bad body or query (unknown fields, a triple without subject, a user edit without
-scope_id, ...), 404 (code ``edit_not_found``) for an unknown id or version. The tenant is ``"default"`` until
-authentication assigns tenants. The memory lives on ``app.state.memory``; its synchronous calls run in a
-worker thread.
+scope_id, ...), 404 (code ``edit_not_found``) for an unknown id or version.
+
+Every call works in the tenant of the request's proxy key (``request.state.principal``, see
+:mod:`keproxy.proxy.auth`; "default" without keys): another tenant's edit is "not found" (404). Only admin keys
+create ``global`` edits or change, roll back or delete one (403 ``permission_error``, code
+``admin_key_required``); any key manages its tenant's ``user`` and ``session`` edits. The memory lives on
+``app.state.memory``; its synchronous calls run in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from keproxy.errors import PermissionDeniedError
 from keproxy.memory.edits import Edit, EditKind, EditScopeKind, EditSource
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import validate_edit
+from keproxy.proxy.auth import Principal
 from keproxy.proxy.router import require_api_key
 
 __all__ = ["EditCreateRequest", "EditRollbackRequest", "EditUpdateRequest", "edits_router"]
@@ -34,8 +40,8 @@ __all__ = ["EditCreateRequest", "EditRollbackRequest", "EditUpdateRequest", "edi
 # the same bearer keys as the chat API: an edit changes what every later answer says
 edits_router = APIRouter(prefix="/v1/edits", tags=["edits"], dependencies=[Depends(require_api_key)])
 
-#: The tenant of every request until authentication assigns tenants.
-DEFAULT_TENANT = "default"
+#: The request's principal (the dependency runs once per request: FastAPI caches it).
+Caller = Annotated[Principal, Depends(require_api_key)]
 
 
 class EditCreateRequest(BaseModel):
@@ -101,17 +107,35 @@ def _list_body(edits: list[Edit], has_more: bool = False) -> dict[str, Any]:
     return {"object": "list", "data": [_object(e) for e in edits], "has_more": has_more}
 
 
+def _require_admin(caller: Principal, what: str) -> None:
+    """Raises PermissionDeniedError (403) unless ``caller`` holds an admin key."""
+    if not caller.admin:
+        raise PermissionDeniedError(f"only admin keys may {what}", param="scope")
+
+
+async def _require_admin_for(caller: Principal, memory: EditMemory, edit_id: str, what: str) -> Edit:
+    """The caller's edit ``edit_id`` (EditNotFoundError, 404, when it has none: checked first, so a non-admin
+    learns nothing of other tenants); PermissionDeniedError when it is global and the caller no admin."""
+    edit = await asyncio.to_thread(memory.get, caller.tenant, edit_id)
+    if edit.scope == "global":
+        _require_admin(caller, f"{what} a global edit")
+    return edit
+
+
 @edits_router.post("")
-async def create_edit(body: EditCreateRequest, request: Request) -> dict[str, Any]:
-    """Create an edit (version 1) and index it."""
+async def create_edit(body: EditCreateRequest, request: Request, caller: Caller) -> dict[str, Any]:
+    """Create an edit (version 1) in the caller's tenant and index it; global edits need an admin key."""
     memory = _memory(request)
-    edit = validate_edit({**body.model_dump(), "tenant": DEFAULT_TENANT})
+    if body.scope == "global":
+        _require_admin(caller, "create global edits")
+    edit = validate_edit({**body.model_dump(), "tenant": caller.tenant})
     return _object(await asyncio.to_thread(memory.add, edit))
 
 
 @edits_router.get("")
 async def list_edits(
     request: Request,
+    caller: Caller,
     scope: EditScopeKind | None = None,
     scope_id: str | None = None,
     kind: EditKind | None = None,
@@ -122,39 +146,57 @@ async def list_edits(
 ) -> dict[str, Any]:
     """The tenant's edits matching the filters, in creation order."""
     edits = await asyncio.to_thread(
-        _memory(request).list, DEFAULT_TENANT, scope=scope, scope_id=scope_id, kind=kind, source=source,
+        _memory(request).list, caller.tenant, scope=scope, scope_id=scope_id, kind=kind, source=source,
         active=active, limit=limit + 1, offset=offset,
     )  # fmt: skip
     return _list_body(edits[:limit], has_more=len(edits) > limit)
 
 
 @edits_router.get("/{edit_id}")
-async def get_edit(edit_id: str, request: Request) -> dict[str, Any]:
+async def get_edit(edit_id: str, request: Request, caller: Caller) -> dict[str, Any]:
     """The current version of an edit (404 when unknown)."""
-    return _object(await asyncio.to_thread(_memory(request).get, DEFAULT_TENANT, edit_id))
+    return _object(await asyncio.to_thread(_memory(request).get, caller.tenant, edit_id))
 
 
 @edits_router.patch("/{edit_id}")
-async def update_edit(edit_id: str, body: EditUpdateRequest, request: Request) -> dict[str, Any]:
-    """Change an edit: a new version with the given fields (404 unknown, 400 invalid)."""
+async def update_edit(
+    edit_id: str, body: EditUpdateRequest, request: Request, caller: Caller
+) -> dict[str, Any]:
+    """Change an edit: a new version with the given fields (404 unknown, 400 invalid, 403 a global edit, or
+    making one global, without an admin key)."""
+    memory = _memory(request)
+    await _require_admin_for(caller, memory, edit_id, "change")
     changes = body.model_dump(exclude_unset=True)
-    return _object(await asyncio.to_thread(_memory(request).update, DEFAULT_TENANT, edit_id, **changes))
+    if changes.get("scope") == "global":
+        _require_admin(caller, "make an edit global")
+    return _object(await asyncio.to_thread(memory.update, caller.tenant, edit_id, **changes))
 
 
 @edits_router.delete("/{edit_id}")
-async def delete_edit(edit_id: str, request: Request) -> dict[str, Any]:
-    """Delete an edit with its whole history (404 when unknown)."""
-    await asyncio.to_thread(_memory(request).delete, DEFAULT_TENANT, edit_id)
+async def delete_edit(edit_id: str, request: Request, caller: Caller) -> dict[str, Any]:
+    """Delete an edit with its whole history (404 when unknown, 403 a global edit without an admin key)."""
+    memory = _memory(request)
+    await _require_admin_for(caller, memory, edit_id, "delete")
+    await asyncio.to_thread(memory.delete, caller.tenant, edit_id)
     return {"id": edit_id, "object": "edit.deleted", "deleted": True}
 
 
 @edits_router.get("/{edit_id}/versions")
-async def edit_versions(edit_id: str, request: Request) -> dict[str, Any]:
+async def edit_versions(edit_id: str, request: Request, caller: Caller) -> dict[str, Any]:
     """Every version of an edit, oldest first (404 when unknown)."""
-    return _list_body(await asyncio.to_thread(_memory(request).versions, DEFAULT_TENANT, edit_id))
+    return _list_body(await asyncio.to_thread(_memory(request).versions, caller.tenant, edit_id))
 
 
 @edits_router.post("/{edit_id}/rollback")
-async def rollback_edit(edit_id: str, body: EditRollbackRequest, request: Request) -> dict[str, Any]:
-    """Make a new version equal in content to ``version`` (404 unknown edit or version)."""
-    return _object(await asyncio.to_thread(_memory(request).rollback, DEFAULT_TENANT, edit_id, body.version))
+async def rollback_edit(
+    edit_id: str, body: EditRollbackRequest, request: Request, caller: Caller
+) -> dict[str, Any]:
+    """Make a new version equal in content to ``version`` (404 unknown edit or version; 403 without an admin
+    key when the edit is global or ``version`` was)."""
+    memory = _memory(request)
+    await _require_admin_for(caller, memory, edit_id, "roll back")
+    if not caller.admin:
+        versions = await asyncio.to_thread(memory.versions, caller.tenant, edit_id)
+        if any(v.version == body.version and v.scope == "global" for v in versions):
+            _require_admin(caller, "roll an edit back to a global version")
+    return _object(await asyncio.to_thread(memory.rollback, caller.tenant, edit_id, body.version))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import secrets
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 
-from keproxy.errors import AuthenticationError, NotFoundError
+from keproxy.errors import NotFoundError
+from keproxy.proxy.auth import Authenticator, Principal
 from keproxy.proxy.protocol import ChatCompletionRequest, ModelCard, ModelList
 from keproxy.proxy.serving import ChatService, new_request_id
 
@@ -22,17 +22,14 @@ def _service(request: Request) -> ChatService:
     return service
 
 
-async def require_api_key(request: Request) -> None:  # async: no threadpool hop per request
-    """When ``api_keys`` are configured, demand ``Authorization: Bearer <key>``; raises AuthenticationError."""
-    keys = request.app.state.service.settings.api_keys
-    if not keys:
-        return
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        raise AuthenticationError("missing API key: send 'Authorization: Bearer <key>'")
-    if not any(secrets.compare_digest(token.strip(), key.get_secret_value()) for key in keys):
-        raise AuthenticationError("invalid API key")
+async def require_api_key(request: Request) -> Principal:  # async: no threadpool hop per request
+    """The request's principal from ``Authorization: Bearer <key>`` (tenant "default", admin, when no
+    ``api_keys`` are configured), also put on ``request.state.principal``. Raises AuthenticationError (401)
+    or RateLimitError (429); see :mod:`keproxy.proxy.auth`."""
+    auth: Authenticator = request.app.state.auth
+    principal = auth.authenticate(request.headers.get("authorization"))
+    request.state.principal = principal
+    return principal
 
 
 def _json(data: Any, headers: dict[str, str] | None = None) -> Response:
@@ -53,8 +50,10 @@ async def list_models(request: Request) -> ModelList:
     return ModelList(data=[ModelCard(id=alias) for alias in _service(request).router.aliases()])
 
 
-@router.post("/v1/chat/completions", dependencies=[Depends(require_api_key)], tags=["openai"])
-async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
+@router.post("/v1/chat/completions", tags=["openai"])
+async def chat_completions(
+    body: ChatCompletionRequest, request: Request, principal: Annotated[Principal, Depends(require_api_key)]
+) -> Response:
     """OpenAI chat completions, with corrections applied to the history before the upstream sees it.
 
     Headers: ``x-keproxy-request-id`` (the transcript's key), ``x-keproxy-edits`` (number of text edits) and
@@ -62,7 +61,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     Streams (``stream: true``) are server-sent events ending with ``data: [DONE]``.
     """
     service = _service(request)
-    prepared = await service.prepare(body, new_request_id())
+    prepared = await service.prepare(body, new_request_id(), tenant=principal.tenant)
     headers = {"x-keproxy-request-id": prepared.request_id, "x-keproxy-edits": str(prepared.n_edits)}
     if body.stream:
         events = await service.open_stream(prepared)
@@ -77,10 +76,13 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
     return _json(completion, headers)
 
 
-@router.get("/keproxy/transcripts/{request_id}", dependencies=[Depends(require_api_key)], tags=["keproxy"])
-async def get_transcript(request_id: str, request: Request) -> Response:
-    """The transcript row of one request (keproxy extension); 404 when unknown."""
+@router.get("/keproxy/transcripts/{request_id}", tags=["keproxy"])
+async def get_transcript(
+    request_id: str, request: Request, principal: Annotated[Principal, Depends(require_api_key)]
+) -> Response:
+    """The transcript row of one request (keproxy extension); 404 when unknown or of another tenant (admin
+    keys read every tenant's)."""
     transcript = await _service(request).store.get(request_id)
-    if transcript is None:
+    if transcript is None or not (principal.admin or transcript.tenant == principal.tenant):
         raise NotFoundError(f"no transcript for request {request_id!r}", param="request_id")
     return _json(transcript.to_dict())

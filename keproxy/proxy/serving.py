@@ -6,7 +6,7 @@ or not, ends in exactly one transcript row.
 
 With an edit memory (``memory``), ``prepare`` also stores the conversation's corrections as session edits
 (setting ``corrections_to_edits``, when the request names ``keproxy.session``) and, unless the edit mode is
-"off", retrieves the edits of the last user message visible to the requester (tenant "default", user = the
+"off", retrieves the edits of the last user message visible to the requester (the key's tenant, user = the
 OpenAI ``user`` field, session = ``keproxy.session``). Edit modes (``keproxy.edit_mode`` or the setting):
 
 - ``postedit`` (postEdit Algorithm 3): the request goes upstream as the history editor left it, without the
@@ -170,8 +170,11 @@ class ChatService:
                 param="post_editor",
             )
 
-    async def prepare(self, request: ChatCompletionRequest, request_id: str) -> PreparedRequest:
-        """Resolve the alias and strategy, detect corrections and edit the history.
+    async def prepare(
+        self, request: ChatCompletionRequest, request_id: str, *, tenant: str = "default"
+    ) -> PreparedRequest:
+        """Resolve the alias and strategy, detect corrections and edit the history. tenant: the proxy key's
+        tenant, the only one whose edits are retrieved and into which corrections are stored.
 
         Raises ModelNotFoundError (404) or InvalidRequestError (400, unknown strategy), with nothing logged;
         or the KeproxyError of a failed editor upstream call, after logging the transcript.
@@ -190,7 +193,7 @@ class ChatService:
                 f"edit_mode {mode!r} needs an edit memory, and this server has none",
                 param="keproxy.edit_mode",
             )
-        scope = EditScope(tenant="default", user=request.user, session=options.session)
+        scope = EditScope(tenant=tenant, user=request.user, session=options.session)
         body = request.upstream_body()
         messages = body["messages"]
 
@@ -212,6 +215,7 @@ class ChatService:
             edit_mode=mode,
             user=scope.user,
             session=scope.session,
+            tenant=tenant,
         )
         t0 = time.perf_counter()
         caller = RecordingCaller(upstream, body)

@@ -25,6 +25,9 @@ class Transcript:
     applied_edit: id of the edit put into the forwarded request (prompt / ike / serac), else None.
     post_edit: ``keproxy.postedit.PostEditRecord.to_dict()`` when a post-editor ran, else None.
     memory_writes: ids of the session edits stored from this request's corrections.
+
+    tenant: the tenant of the proxy key that made the request ("default" without keys, and in older rows);
+    only that tenant's keys (and admin keys) may read the row through the API.
     """
 
     request_id: str
@@ -51,6 +54,7 @@ class Transcript:
     applied_edit: str | None = None
     post_edit: dict[str, Any] | None = None
     memory_writes: list[str] = field(default_factory=list)
+    tenant: str = "default"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
