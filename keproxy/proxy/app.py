@@ -29,6 +29,7 @@ from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.nli import LazyNLIBackend
 from keproxy.proxy.auth import Authenticator
+from keproxy.proxy.demo import demo_router
 from keproxy.proxy.edits_api import edits_router
 from keproxy.proxy.router import router
 from keproxy.proxy.serving import ChatService
@@ -142,6 +143,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.auth = Authenticator(settings.api_keys)  # keys, tenants and rate limits (keproxy.proxy.auth)
     app.include_router(router)
     app.include_router(edits_router)
+    app.include_router(demo_router)  # the demo chat app at /demo (static page)
 
     @app.exception_handler(KeproxyError)
     async def _keproxy_error(request: Request, exc: KeproxyError) -> Response:
