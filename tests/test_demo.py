@@ -33,7 +33,7 @@ async def test_page_and_assets_are_served(mock_client: httpx.AsyncClient) -> Non
     page = await mock_client.get("/demo/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "default-src 'self'" in page.headers["content-security-policy"]
-    assert '<script src="demo.js" defer></script>' in page.text
+    assert '<script type="module" src="demo.js"></script>' in page.text
     for name, media_type in ASSETS.items():
         resp = await mock_client.get(f"/demo/{name}")
         assert resp.status_code == 200, name

@@ -2,7 +2,7 @@
 
     GET /demo            -> 307 to /demo/ (so the page's relative URLs resolve under /demo/)
     GET /demo/           -> demo.html
-    GET /demo/{asset}    -> demo.js / demo.css (404 for anything else)
+    GET /demo/{asset}    -> demo.js, diff.js, demo.css (404 for anything else)
 
 The files live in ``keproxy/proxy/static/`` (package data): plain HTML, CSS and JavaScript, no build step and
 nothing fetched from elsewhere (the page's Content-Security-Policy allows this origin only). The page itself
@@ -27,6 +27,7 @@ demo_router = APIRouter(prefix="/demo", tags=["demo"], include_in_schema=False)
 ASSETS: dict[str, str] = {
     "demo.html": "text/html; charset=utf-8",
     "demo.js": "text/javascript; charset=utf-8",
+    "diff.js": "text/javascript; charset=utf-8",
     "demo.css": "text/css; charset=utf-8",
 }
 

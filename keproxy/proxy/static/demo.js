@@ -4,7 +4,8 @@
 //   POST /v1/chat/completions         the chat, with {"keproxy": {strategy, edit_mode, session}}
 //   GET  /keproxy/transcripts/{id}    what keproxy logged (id from the x-keproxy-request-id header)
 //   GET  /v1/edits/{id}, POST /v1/edits   edit memory
-"use strict";
+// An ES module (strict by default); the pure parts are in diff.js.
+import { correctionSpans, historyDiff, messageText, wordDiff } from "./diff.js";
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -106,142 +107,13 @@ async function loadEdit(id) {
   }
 }
 
-// --- diff: longest common subsequence over tokens or messages ----------------------------------------------
-
-// Edit script turning a into b: [{op: "same" | "del" | "ins", a?, b?}], by LCS (equal(x, y) compares items).
-function lcsDiff(a, b, equal = (x, y) => x === y) {
-  const n = a.length;
-  const m = b.length;
-  if (n * m > 4_000_000) {
-    return [...a.map((x) => ({ op: "del", a: x })), ...b.map((y) => ({ op: "ins", b: y }))];
-  }
-  const width = m + 1;
-  const table = new Uint32Array((n + 1) * width);
-  for (let i = n - 1; i >= 0; i--) {
-    for (let j = m - 1; j >= 0; j--) {
-      table[i * width + j] = equal(a[i], b[j])
-        ? table[(i + 1) * width + j + 1] + 1
-        : Math.max(table[(i + 1) * width + j], table[i * width + j + 1]);
-    }
-  }
-  const out = [];
-  let i = 0;
-  let j = 0;
-  while (i < n && j < m) {
-    if (equal(a[i], b[j])) {
-      out.push({ op: "same", a: a[i++], b: b[j++] });
-    } else if (table[(i + 1) * width + j] >= table[i * width + j + 1]) {
-      out.push({ op: "del", a: a[i++] });
-    } else {
-      out.push({ op: "ins", b: b[j++] });
-    }
-  }
-  while (i < n) out.push({ op: "del", a: a[i++] });
-  while (j < m) out.push({ op: "ins", b: b[j++] });
-  return out;
-}
-
-const TOKEN = /\s+|[\p{L}\p{N}_'’-]+|[^\s\p{L}\p{N}_'’-]/gu;
-
-// A word diff of two texts as DOM nodes: unchanged text, <del> and <ins>.
-function wordDiff(before, after) {
-  const ops = lcsDiff(before.match(TOKEN) ?? [], after.match(TOKEN) ?? []);
-  const nodes = [];
-  let run = null;
-  for (const { op, a, b } of ops) {
-    const text = op === "ins" ? b : a;
-    if (run && run.op === op) {
-      run.text += text;
-    } else {
-      run = { op, text };
-      nodes.push(run);
-    }
-  }
-  return nodes.map(({ op, text }) =>
-    op === "same" ? document.createTextNode(text) : el(op, { text }),
-  );
-}
-
-function messageText(message) {
-  const content = message?.content;
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) {
-    return content
-      .filter((part) => part?.type === "text")
-      .map((part) => part.text)
-      .join("\n");
-  }
-  return content == null ? "" : JSON.stringify(content);
-}
-
-// Rows of the forwarded-history diff: {kind: same | changed | added | removed, role, index, before?, after?}.
-function historyDiff(original, forwarded) {
-  const key = (message) => `${message.role}\u0000${messageText(message)}`;
-  const ops = lcsDiff(original.map(key), forwarded.map(key));
-  const rows = [];
-  let ia = 0;
-  let ib = 0;
-  let k = 0;
-  while (k < ops.length) {
-    if (ops[k].op === "same") {
-      rows.push({ kind: "same", message: forwarded[ib], index: ib });
-      ia++;
-      ib++;
-      k++;
-      continue;
-    }
-    // a block of deletions and insertions: pair them by role, in order, as changed messages
-    const dels = [];
-    const inss = [];
-    while (k < ops.length && ops[k].op !== "same") {
-      if (ops[k].op === "del") dels.push(ia++);
-      else inss.push(ib++);
-      k++;
-    }
-    for (const bi of inss) {
-      const role = forwarded[bi].role;
-      const pos = dels.findIndex((ai) => original[ai].role === role);
-      if (pos >= 0) {
-        const [ai] = dels.splice(pos, 1);
-        rows.push({ kind: "changed", message: forwarded[bi], index: bi, before: original[ai] });
-      } else {
-        rows.push({ kind: "added", message: forwarded[bi], index: bi });
-      }
-    }
-    for (const ai of dels) rows.push({ kind: "removed", message: original[ai], index: ai });
-  }
-  return rows;
-}
-
 // --- conversation ------------------------------------------------------------------------------------------
 
-// `text` with each correction's old and new spans marked (first case-insensitive match, no overlaps).
+// `text` as nodes with each correction's old and new spans in <mark>.
 function highlight(text, corrections) {
-  const spans = [];
-  const lower = text.toLowerCase();
-  const claim = (needle, kind, correction) => {
-    if (!needle) return;
-    const target = needle.trim().toLowerCase();
-    let from = 0;
-    while (target) {
-      const start = lower.indexOf(target, from);
-      if (start < 0) return;
-      const end = start + target.length;
-      if (!spans.some((s) => start < s.end && s.start < end)) {
-        spans.push({ start, end, kind, correction });
-        return;
-      }
-      from = start + 1;
-    }
-  };
-  for (const c of corrections) {
-    claim(c.old, "old", c);
-    claim(c.new, "new", c);
-  }
-  spans.sort((x, y) => x.start - y.start);
   const nodes = [];
   let at = 0;
-  for (const { start, end, kind, correction } of spans) {
+  for (const { start, end, kind, correction } of correctionSpans(text, corrections)) {
     nodes.push(text.slice(at, start));
     const title = kind === "old" ? "corrected span (old)" : "correction (new)";
     nodes.push(
@@ -255,6 +127,13 @@ function highlight(text, corrections) {
   }
   nodes.push(text.slice(at));
   return nodes;
+}
+
+// A word diff as nodes: unchanged text, <del> and <ins>.
+function diffNodes(before, after) {
+  return wordDiff(before, after).map(({ op, text }) =>
+    op === "same" ? document.createTextNode(text) : el(op, { text }),
+  );
 }
 
 function correctionLabel(c) {
@@ -464,7 +343,7 @@ function renderDiff(t) {
         const after = messageText(row.message);
         const body =
           row.kind === "changed"
-            ? wordDiff(messageText(row.before), after)
+            ? diffNodes(messageText(row.before), after)
             : row.kind === "added"
               ? [el("ins", { text: after })]
               : row.kind === "removed"
@@ -564,7 +443,7 @@ function renderMemory(t) {
         ` (score ${Number(record.score).toFixed(2)})`,
       ),
       applied
-        ? el("div", { class: "text answer-diff" }, wordDiff(record.before ?? "", record.after ?? ""))
+        ? el("div", { class: "text answer-diff" }, diffNodes(record.before ?? "", record.after ?? ""))
         : el("div", { class: "text", text: record.before ?? "" }),
     ),
   );
@@ -619,7 +498,7 @@ function newConversation() {
   $("#input").focus();
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+function start() {
   $("#composer").addEventListener("submit", (event) => {
     event.preventDefault();
     const text = $("#input").value.trim();
@@ -638,4 +517,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#settings").addEventListener("submit", (event) => event.preventDefault());
   $("#api-key").addEventListener("change", loadModels);
   loadModels();
-});
+}
+
+start(); // module scripts run once the document is parsed
