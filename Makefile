@@ -11,7 +11,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # (5,400 dialogues); a quick look: DEMO_ARGS="--limit 3 --variants 1".
 DEMO_ARGS ?= --limit 20 --variants 1
 
-.PHONY: install nli pg demo test test-fast lint format clean
+.PHONY: install nli pg e2e-deps demo test test-fast lint format clean
 
 # The offline default NLI backend: all-MiniLM-L6-v2 fine-tuned as a 3-way cross-encoder (seeded, ~6-10 min on
 # 2 cores). A build artifact, not committed; rebuilt when the training code changes (`keproxy train nli` also
@@ -47,7 +47,23 @@ pg:
 	{ apt-get install -y -q postgresql >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && \
 	  apt-get install -y -q postgresql >/dev/null 2>&1; } || echo "postgresql not installed: its tests skip"; }
 
-test: install nli pg  ## every test: fast tier and the end-to-end tier on the real local model
+# The /demo page's browser test (tests/test_demo_e2e.py) drives Debian's chromium with playwright-core from npm,
+# pinned in tests/e2e/package-lock.json. Best effort, like pg: as root, chromium is installed when missing;
+# without node, the package or the browser that test skips.
+E2E_DIR := tests/e2e
+E2E_STAMP := $(E2E_DIR)/node_modules/.installed-stamp
+
+$(E2E_STAMP): $(E2E_DIR)/package-lock.json
+	@if ! command -v npm >/dev/null 2>&1; then echo "no npm: the demo browser test skips"; \
+	elif npm ci --prefix $(E2E_DIR) --no-audit --no-fund --silent; then touch $@; \
+	else echo "npm ci failed: the demo browser test skips"; fi
+
+e2e-deps: $(E2E_STAMP)  ## playwright-core (npm) and Debian's chromium for the /demo browser test
+	@[ -x /usr/bin/chromium ] || [ "$$(id -u)" != 0 ] || \
+	{ apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && \
+	  apt-get install -y -q chromium >/dev/null 2>&1; } || echo "chromium not installed: the demo browser test skips"; }
+
+test: install nli pg e2e-deps  ## every test: fast tier and the end-to-end tier on the real local model
 	$(BIN)/python -m pytest -q
 
 test-fast: install nli pg
