@@ -95,7 +95,8 @@ class HTTPUpstream:
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """Yield ``chat.completion.chunk`` dicts parsed from the upstream's server-sent events.
 
-        Raises UpstreamError when the stream breaks, carries invalid JSON, or ends without ``[DONE]``.
+        Raises UpstreamError when the stream breaks, carries invalid JSON or a chunk that is not an object, or
+        ends without ``[DONE]``.
         """
         done = False
         try:
@@ -114,7 +115,11 @@ class HTTPUpstream:
                         chunk = orjson.loads(data)
                     except orjson.JSONDecodeError as exc:
                         raise UpstreamError(f"upstream {self.name} sent a malformed stream chunk") from exc
-                    if isinstance(chunk, dict) and "error" in chunk:
+                    if not isinstance(chunk, dict):
+                        raise UpstreamError(
+                            f"upstream {self.name} sent a stream chunk that is not a JSON object"
+                        )
+                    if "error" in chunk:
                         message = (
                             chunk["error"].get("message", "") if isinstance(chunk["error"], dict) else ""
                         )
