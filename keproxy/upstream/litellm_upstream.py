@@ -11,6 +11,8 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
+
 from keproxy.errors import KeproxyError, UpstreamError, UpstreamTimeoutError
 from keproxy.upstream.errors_map import error_for_status
 
@@ -31,8 +33,25 @@ def _to_dict(obj: Any) -> dict[str, Any]:
     return dumped
 
 
+def _is_timeout(exc: BaseException) -> bool:
+    """True when ``exc`` or an exception it wraps is a timeout (litellm wraps a stream's read timeout in
+    MidStreamFallbackError(APIConnectionError(httpx.ReadTimeout)))."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, (litellm.exceptions.Timeout, TimeoutError, httpx.TimeoutException)):
+            return True
+        wrapped = (item.__cause__, item.__context__, getattr(item, "original_exception", None))
+        todo += [w for w in wrapped if isinstance(w, BaseException)]
+    return False
+
+
 def _map_exception(exc: Exception, name: str) -> KeproxyError:
-    if isinstance(exc, litellm.exceptions.Timeout):
+    if _is_timeout(exc):
         return UpstreamTimeoutError(f"upstream {name} timed out")
     status = getattr(exc, "status_code", None)
     message = getattr(exc, "message", None) or str(exc)
@@ -47,7 +66,7 @@ class LiteLLMUpstream:
     model: litellm model string ("anthropic/claude-3-5-haiku-latest", "openai/gpt-4o-mini", ...).
     api_key: passed to litellm (None lets litellm read the provider's usual environment variable).
     mock_response: when set, litellm returns this text without calling any provider.
-    timeout_s: request timeout in seconds.
+    timeout_s: request timeout in seconds. Failed calls are not retried (``max_retries`` 0).
     """
 
     def __init__(
@@ -62,7 +81,9 @@ class LiteLLMUpstream:
     ) -> None:
         self.name = name
         self.model = model
-        self._fixed: dict[str, Any] = {"timeout": timeout_s}
+        # no retries here: the client's SDK retries (OpenAI's: twice), and retries stacked in a proxy multiply
+        # the attempts and stretch a timeout_s of T to ~3T plus backoff
+        self._fixed: dict[str, Any] = {"timeout": timeout_s, "max_retries": 0}
         if api_base:
             self._fixed["api_base"] = api_base
         if api_key:
