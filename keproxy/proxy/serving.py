@@ -21,6 +21,7 @@ The header ``x-keproxy-post-edit`` (``PreparedRequest.post_edit_status``) says "
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -50,6 +51,8 @@ from keproxy.transcripts import Transcript, TranscriptStore
 from keproxy.upstream import Upstream, UpstreamRouter
 
 __all__ = ["ChatService", "PreparedRequest", "RecordingCaller", "assemble_stream", "new_request_id"]
+
+logger = logging.getLogger(__name__)
 
 
 def new_request_id() -> str:
@@ -84,20 +87,30 @@ class PreparedRequest:
 
 
 def assemble_stream(chunks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``chat.completion`` equivalent of a list of ``chat.completion.chunk`` dicts (text choices)."""
+    """The ``chat.completion`` equivalent of a list of ``chat.completion.chunk`` dicts (text choices).
+
+    Never raises: parts of an unexpected shape (``choices`` not a list, a choice or delta not an object, an
+    index not an int) are left out of the result."""
     choices: dict[int, dict[str, Any]] = {}
     usage = None
     first = chunks[0] if chunks else {}
     for chunk in chunks:
         usage = chunk.get("usage") or usage
-        for choice in chunk.get("choices") or []:
+        listed = chunk.get("choices")
+        for choice in listed if isinstance(listed, list) else []:
+            if not isinstance(choice, dict):
+                continue
             index = choice.get("index", 0)
+            if not isinstance(index, int):
+                continue
             slot = choices.setdefault(
                 index,
                 {"index": index, "message": {"role": "assistant", "content": ""}, "finish_reason": None},
             )
-            delta = choice.get("delta") or {}
-            if delta.get("role"):
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                delta = {}
+            if isinstance(delta.get("role"), str) and delta["role"]:
                 slot["message"]["role"] = delta["role"]
             if isinstance(delta.get("content"), str):
                 slot["message"]["content"] += delta["content"]
@@ -111,6 +124,11 @@ def assemble_stream(chunks: list[dict[str, Any]]) -> dict[str, Any]:
         "choices": [choices[i] for i in sorted(choices)],
         "usage": usage,
     }
+
+
+def _status(exc: BaseException) -> int:
+    """The HTTP status of a failed request: a KeproxyError's own, 500 for anything else."""
+    return exc.status_code if isinstance(exc, KeproxyError) else 500
 
 
 def _sse(data: dict[str, Any]) -> bytes:
@@ -225,7 +243,7 @@ class ChatService:
         if corrections:
             try:
                 result = await editor.edit(messages, corrections, context)
-            except KeproxyError as exc:  # an editor's own upstream call failed: log it, then fail
+            except Exception as exc:  # an editor's own upstream call failed (or a bug): log it, then fail
                 transcript.latency_ms["edit"] = _ms(t0)
                 await self._log_failure(transcript, started, exc)
                 raise
@@ -282,7 +300,7 @@ class ChatService:
     async def _log_failure(self, transcript: Transcript, started: float, exc: Exception) -> None:
         """Log ``exc`` as the outcome of a request that failed before its upstream call (status from a
         KeproxyError, else 500); ``started``: its perf_counter start, for the total latency in ms."""
-        transcript.status = exc.status_code if isinstance(exc, KeproxyError) else 500
+        transcript.status = _status(exc)
         transcript.error = error_body(exc)
         transcript.latency_ms["total"] = _ms(started)
         await self.store.add(transcript)
@@ -310,16 +328,16 @@ class ChatService:
         t0 = time.perf_counter()
         try:
             response = await prepared.upstream.complete(prepared.body)
-        except KeproxyError as exc:
-            await self._finish(prepared, status=exc.status_code, error=error_body(exc), upstream_t0=t0)
+        except Exception as exc:  # KeproxyError, or a bug: logged either way
+            await self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
             raise
         transcript.upstream_response = response
         final = dict(response)
         final["model"] = prepared.alias
         try:
             final = await self._post_edit(prepared, final)
-        except KeproxyError as exc:
-            await self._finish(prepared, status=exc.status_code, error=error_body(exc), upstream_t0=t0)
+        except Exception as exc:  # KeproxyError, or a bug: logged either way
+            await self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
             raise
         transcript.final_response = final
         transcript.usage = response.get("usage")
@@ -344,8 +362,8 @@ class ChatService:
             first: dict[str, Any] | None = await source.__anext__()
         except StopAsyncIteration:
             first = None
-        except KeproxyError as exc:
-            await self._finish(prepared, status=exc.status_code, error=error_body(exc), upstream_t0=t0)
+        except Exception as exc:  # KeproxyError, or a bug: logged either way
+            await self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
             raise
         prepared.transcript.latency_ms["upstream_first_chunk"] = _ms(t0)
         return self._relay(prepared, source, first, t0)
@@ -379,6 +397,11 @@ class ChatService:
             status, error = 499, {"error": {"message": "client disconnected", "type": "client_closed",
                                             "param": None, "code": None}}  # fmt: skip
             raise
+        except Exception as exc:  # a bug, not an upstream failure: end the stream properly and log it
+            logger.exception("stream of request %s failed", prepared.request_id)
+            status, error = 500, error_body(exc)
+            yield _sse(error)
+            yield SSE_DONE
         finally:
             assembled = assemble_stream(chunks)
             prepared.transcript.upstream_response = assembled
@@ -400,8 +423,8 @@ class ChatService:
                 if not chunks:
                     prepared.transcript.latency_ms["upstream_first_chunk"] = _ms(t0)
                 chunks.append(chunk)
-        except KeproxyError as exc:
-            await self._finish(prepared, status=exc.status_code, error=error_body(exc), upstream_t0=t0)
+        except Exception as exc:  # KeproxyError, or a bug: logged either way
+            await self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
             raise
         assembled = assemble_stream(chunks)
         prepared.transcript.upstream_response = assembled
@@ -411,8 +434,8 @@ class ChatService:
         if has_only_text(chunks):
             try:
                 final = await self._post_edit(prepared, final)
-            except KeproxyError as exc:
-                await self._finish(prepared, status=exc.status_code, error=error_body(exc), upstream_t0=t0)
+            except Exception as exc:
+                await self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
                 raise
             out = completion_chunks(final, include_usage=bool(assembled.get("usage")))
         prepared.transcript.final_response = final
