@@ -153,6 +153,10 @@ def create_app(settings: Settings) -> FastAPI:
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
         errors = exc.errors()
         first = errors[0] if errors else {}
+        if first.get("type") == "json_invalid":  # loc is ("body", <character position>)
+            position, detail = first["loc"][-1], (first.get("ctx") or {}).get("error", "")
+            message = f"the body is not valid JSON (at character {position}: {detail})"
+            return _error_response(400, _openai_error(message, "invalid_request_error"))
         loc = [str(p) for p in first.get("loc", ()) if p != "body"]
         param = ".".join(loc) or None
         message = (

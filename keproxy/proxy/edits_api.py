@@ -33,12 +33,18 @@ from keproxy.memory.edits import Edit, EditKind, EditScopeKind, EditSource
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import validate_edit
 from keproxy.proxy.auth import Principal
+from keproxy.proxy.json_route import JSONRoute
 from keproxy.proxy.router import require_api_key
 
 __all__ = ["EditCreateRequest", "EditRollbackRequest", "EditUpdateRequest", "edits_router"]
 
 # the same bearer keys as the chat API: an edit changes what every later answer says
-edits_router = APIRouter(prefix="/v1/edits", tags=["edits"], dependencies=[Depends(require_api_key)])
+edits_router = APIRouter(
+    prefix="/v1/edits", tags=["edits"], dependencies=[Depends(require_api_key)], route_class=JSONRoute
+)
+
+#: Largest version and offset (the stores' integer columns: 32 bits in PostgreSQL); larger ones are a 400.
+MAX_INT32 = 2**31 - 1
 
 #: The request's principal (the dependency runs once per request: FastAPI caches it).
 Caller = Annotated[Principal, Depends(require_api_key)]
@@ -91,7 +97,7 @@ class EditRollbackRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    version: int = Field(ge=1, description="The version whose content becomes the new version.")
+    version: int = Field(ge=1, le=MAX_INT32, description="The version whose content becomes the new version.")
 
 
 def _memory(request: Request) -> EditMemory:
@@ -142,7 +148,7 @@ async def list_edits(
     source: EditSource | None = None,
     active: bool | None = None,
     limit: int = Query(default=100, ge=1, le=1000),
-    offset: int = Query(default=0, ge=0),
+    offset: int = Query(default=0, ge=0, le=MAX_INT32),
 ) -> dict[str, Any]:
     """The tenant's edits matching the filters, in creation order."""
     edits = await asyncio.to_thread(

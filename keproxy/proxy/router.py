@@ -9,12 +9,13 @@ from fastapi.responses import Response, StreamingResponse
 
 from keproxy.errors import NotFoundError
 from keproxy.proxy.auth import Authenticator, Principal
+from keproxy.proxy.json_route import JSONRoute
 from keproxy.proxy.protocol import ChatCompletionRequest, ModelCard, ModelList
 from keproxy.proxy.serving import ChatService, new_request_id
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(route_class=JSONRoute)  # bodies parsed by orjson: strict JSON, what it reads it can write
 
 
 def _service(request: Request) -> ChatService:
