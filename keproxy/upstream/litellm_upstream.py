@@ -13,17 +13,30 @@ from typing import Any
 
 import httpx
 
-from keproxy.errors import KeproxyError, UpstreamError, UpstreamTimeoutError
+from keproxy.errors import InvalidRequestError, KeproxyError, UpstreamError, UpstreamTimeoutError
 from keproxy.upstream.errors_map import error_for_status
 
 # litellm fetches its model cost map over the network at import unless told otherwise (no network here).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
+from litellm.types.utils import all_litellm_params
+from litellm.utils import validate_chat_completion_user_messages
 
-__all__ = ["LiteLLMUpstream"]
+__all__ = ["CLIENT_HIDDEN_KWARGS", "LiteLLMUpstream"]
 
 litellm.suppress_debug_info = True
+
+#: litellm's own keyword arguments (endpoint, credentials, client options, retries, callbacks and their keys,
+#: prices, mock answers, ...), dropped from the client's request body: through them a client could redirect the
+#: call, with the route's API key, to a server of its choosing (``api_base``), or switch providers, loggers or
+#: mocks. The parameters of OpenAI's chat-completions API pass through (``metadata`` and ``extra_headers``
+#: excepted: litellm reads them itself).
+CLIENT_HIDDEN_KWARGS = frozenset(all_litellm_params) | {
+    "api_base", "api_key", "api_version", "base_url", "custom_llm_provider", "default_headers", "deployment_id",
+    "enable_json_schema_validation", "extra_headers", "headers", "max_retries", "mock_response", "model_list",
+    "organization", "request_timeout", "shared_session", "timeout",
+}  # fmt: skip
 
 
 def _to_dict(obj: Any) -> dict[str, Any]:
@@ -60,6 +73,21 @@ def _map_exception(exc: Exception, name: str) -> KeproxyError:
     return UpstreamError(f"upstream {name} failed: {message}")
 
 
+def _check_messages(messages: list[dict[str, Any]]) -> None:
+    """Raise InvalidRequestError (400) on messages litellm cannot translate and would fail on as if the upstream
+    had (a 502): a user content part of an unknown type, a system, developer or user message without content."""
+    try:
+        validate_chat_completion_user_messages(messages)  # type: ignore[arg-type]
+    except Exception as exc:
+        raise InvalidRequestError(str(exc), param="messages") from None
+    for index, message in enumerate(messages):
+        if message.get("role") in ("system", "developer", "user") and message.get("content") is None:
+            raise InvalidRequestError(
+                f"messages.{index}.content is required for role {message['role']!r}",
+                param=f"messages.{index}.content",
+            )
+
+
 class LiteLLMUpstream:
     """Upstream called through ``litellm.acompletion(model=...)``.
 
@@ -92,7 +120,11 @@ class LiteLLMUpstream:
             self._fixed["mock_response"] = mock_response
 
     def _kwargs(self, body: dict[str, Any], stream: bool) -> dict[str, Any]:
-        kwargs = {k: v for k, v in body.items() if k not in ("model", "stream")}
+        """litellm's arguments for ``body``: the client's parameters without CLIENT_HIDDEN_KWARGS, then the
+        route's. Raises InvalidRequestError (400) on messages litellm cannot translate (``_check_messages``)."""
+        _check_messages(body.get("messages") or [])
+        kwargs = {k: v for k, v in body.items() if k not in CLIENT_HIDDEN_KWARGS}
+        kwargs.pop("stream", None)
         kwargs.update(self._fixed)
         kwargs["model"] = self.model
         kwargs["stream"] = stream
@@ -102,8 +134,9 @@ class LiteLLMUpstream:
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """The ``chat.completion`` dict; raises UpstreamError / UpstreamTimeoutError / InvalidRequestError."""
+        kwargs = self._kwargs(body, False)
         try:
-            response = await litellm.acompletion(**self._kwargs(body, False))
+            response = await litellm.acompletion(**kwargs)
         except Exception as exc:
             raise _map_exception(exc, self.name) from exc
         return _to_dict(response)
