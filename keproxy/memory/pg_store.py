@@ -42,7 +42,9 @@ from typing import Any, TypeVar
 
 try:
     import psycopg
+    from psycopg.abc import Buffer
     from psycopg.conninfo import conninfo_to_dict
+    from psycopg.types.string import StrBinaryDumper, StrDumperUnknown
     from psycopg_pool import ConnectionPool
 except ImportError as exc:  # the optional extra is missing
     raise ImportError(
@@ -125,13 +127,35 @@ def create_tables(url: str, schema: str, lock: int, *, connect_timeout: int = 10
         conn.execute(schema)
 
 
+class _NulFreeText(StrDumperUnknown):
+    """Text parameters with NUL replaced by U+FFFD: a PostgreSQL text value cannot hold NUL, and a client's
+    alias, user, session or scope id may (the JSON records keep it, escaped as ``\\u0000``)."""
+
+    def dump(self, obj: str) -> Buffer:
+        return super().dump(obj.replace("\x00", "\ufffd"))
+
+
+class _NulFreeBinary(StrBinaryDumper):
+    """:class:`_NulFreeText` for parameters sent in binary."""
+
+    def dump(self, obj: str) -> Buffer:
+        return super().dump(obj.replace("\x00", "\ufffd"))
+
+
+def _nul_free(conn: psycopg.Connection[Any]) -> None:
+    conn.adapters.register_dumper(str, _NulFreeText)
+    conn.adapters.register_dumper(str, _NulFreeBinary)
+
+
 def open_pool(url: str, *, name: str, max_size: int) -> ConnectionPool:
-    """A pool of 1 to ``max_size`` autocommit connections to ``url``, open."""
+    """A pool of 1 to ``max_size`` autocommit connections to ``url``, open. Their str parameters have NUL
+    replaced by U+FFFD (see :class:`_NulFreeText`): a NUL in a lookup finds nothing instead of failing."""
     return ConnectionPool(
         url,
         min_size=1,
         max_size=max_size,
         kwargs={"autocommit": True, "application_name": "keproxy"},
+        configure=_nul_free,
         name=name,
         open=True,
     )
