@@ -238,6 +238,46 @@ async def test_a_bug_below_the_pipeline_still_ends_in_a_transcript(
     await _assert_healthy(client, "plain")
 
 
+# -- bad input ----------------------------------------------------------------------------------------------------
+
+try:  # reuse the throwaway PostgreSQL server of tests/test_postgres.py (skips without its binaries)
+    from tests.test_postgres import pg_server, pg_url  # noqa: F401 (fixtures)
+except pytest.skip.Exception:  # psycopg (the 'postgres' extra) is not installed
+
+    @pytest.fixture
+    def pg_url() -> str:
+        pytest.skip("the 'postgres' extra (psycopg) is not installed")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_nul_characters_in_identifiers(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """NUL in the model alias, user, session and scope ids (PostgreSQL's text columns cannot hold it): answers
+    as usual, the transcript is written and reads back exact, lookups with NUL find nothing (404)."""
+    database_url = request.getfixturevalue("pg_url") if backend == "postgres" else None
+    settings = load_settings(mock_response="ok", data_dir=tmp_path, database_url=database_url)
+    async for client in client_for(settings):
+        body = {
+            "model": "m\x00",
+            "user": "u\x00",
+            "messages": [{"role": "user", "content": "nul \x00 inside"}],
+            "keproxy": {"session": "s\x00", "edit_mode": "prompt"},
+        }
+        resp = await client.post("/v1/chat/completions", json=body)
+        assert resp.status_code == 200, resp.text
+        row = await client.get(f"/keproxy/transcripts/{resp.headers['x-keproxy-request-id']}")
+        assert row.status_code == 200
+        assert (row.json()["alias"], row.json()["user"], row.json()["session"]) == ("m\x00", "u\x00", "s\x00")
+        edit = await client.post("/v1/edits", json={"text": "x\x00", "scope": "user", "scope_id": "u\x00"})
+        assert edit.status_code == 200, edit.text
+        listed = await client.get("/v1/edits", params={"scope": "user", "scope_id": "u\x00"})
+        assert [e["id"] for e in listed.json()["data"]] == [edit.json()["id"]]
+        for path in ("/v1/edits/edit_%00", "/keproxy/transcripts/kp-%00", "/v1/edits/edit_%00/versions"):
+            missing = await client.get(path)
+            assert missing.status_code == 404, missing.text
+
+
 # -- clients that vanish --------------------------------------------------------------------------------------
 
 

@@ -2,7 +2,9 @@
 (positive) and ones that break it (negative), for every operation, and the app must never answer 5xx.
 
 The app runs in-process (schemathesis' ASGI transport, lifespan included) with litellm's mock_response as the
-upstream, so a 5xx can only be keproxy's own failure; an error answer must carry OpenAI's error body.
+upstream, so a 5xx can only be keproxy's own failure; an error answer must carry OpenAI's error body. It keeps
+its edits and transcripts in SQLite, and again in PostgreSQL (tests/test_postgres.py's throwaway server, when
+its binaries are installed), whose text columns refuse what SQLite takes (NUL).
 Examples per operation and mode are bounded (``MAX_EXAMPLES``). The operations are driven from a plain test
 (``as_strategy`` + hypothesis) rather than schemathesis' pytest plugin, whose lazy ``from_fixture`` loader
 does not run on pytest 9.
@@ -11,6 +13,7 @@ does not run on pytest 9.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +28,7 @@ from schemathesis.python import asgi  # noqa: E402
 from keproxy.proxy.app import create_app  # noqa: E402
 from keproxy.settings import load_settings  # noqa: E402
 
-MAX_EXAMPLES = 50
+MAX_EXAMPLES = 40
 OPERATIONS = {
     "GET /health", "GET /v1/models", "POST /v1/chat/completions", "GET /keproxy/transcripts/{request_id}",
     "POST /v1/edits", "GET /v1/edits", "GET /v1/edits/{edit_id}", "PATCH /v1/edits/{edit_id}",
@@ -33,14 +36,25 @@ OPERATIONS = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[schemathesis.BaseSchema]:
-    app = create_app(
-        load_settings(mock_response="Yes, that is right.", data_dir=tmp_path_factory.mktemp("st"))
+try:  # reuse the throwaway PostgreSQL server of tests/test_postgres.py (skips without its binaries)
+    from tests.test_postgres import pg_server, pg_url  # noqa: F401 (fixtures)
+except pytest.skip.Exception:  # psycopg (the 'postgres' extra) is not installed
+
+    @pytest.fixture
+    def pg_url() -> str:
+        pytest.skip("the 'postgres' extra (psycopg) is not installed")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def api_schema(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[schemathesis.BaseSchema]:
+    """The app's schema, the app on SQLite files or on a PostgreSQL database (``database_url``)."""
+    database_url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    settings = load_settings(
+        mock_response="Yes, that is right.", data_dir=tmp_path, database_url=database_url
     )
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(settings))
     yield schema
-    asgi.shutdown_lifespans()  # the app's lifespan (started by schemathesis) ends with this module
+    asgi.shutdown_lifespans()  # the app's lifespan (started by schemathesis) ends with the test
 
 
 def _error_body_is_openai(response: schemathesis.Response) -> None:
