@@ -131,14 +131,14 @@ class _NulFreeText(StrDumperUnknown):
     """Text parameters with NUL replaced by U+FFFD: a PostgreSQL text value cannot hold NUL, and a client's
     alias, user, session or scope id may (the JSON records keep it, escaped as ``\\u0000``)."""
 
-    def dump(self, obj: str) -> Buffer:
+    def dump(self, obj: str) -> Buffer | None:
         return super().dump(obj.replace("\x00", "\ufffd"))
 
 
 class _NulFreeBinary(StrBinaryDumper):
     """:class:`_NulFreeText` for parameters sent in binary."""
 
-    def dump(self, obj: str) -> Buffer:
+    def dump(self, obj: str) -> Buffer | None:
         return super().dump(obj.replace("\x00", "\ufffd"))
 
 
