@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from keproxy.errors import InvalidRequestError, KeproxyError, UpstreamError, UpstreamTimeoutError
-from keproxy.upstream.errors_map import error_for_status
+from keproxy.upstream.errors_map import error_for_status, redact
 
 # litellm fetches its model cost map over the network at import unless told otherwise (no network here).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -63,11 +63,12 @@ def _is_timeout(exc: BaseException) -> bool:
     return False
 
 
-def _map_exception(exc: Exception, name: str) -> KeproxyError:
+def _map_exception(exc: Exception, name: str, secret: str | None) -> KeproxyError:
+    """keproxy's error for what litellm raised; ``secret`` (the route's API key) is redacted from the message."""
     if _is_timeout(exc):
         return UpstreamTimeoutError(f"upstream {name} timed out")
     status = getattr(exc, "status_code", None)
-    message = getattr(exc, "message", None) or str(exc)
+    message = redact(str(getattr(exc, "message", None) or exc), (secret,))
     if isinstance(status, int):
         return error_for_status(status, message, upstream=name)
     return UpstreamError(f"upstream {name} failed: {message}")
@@ -138,7 +139,7 @@ class LiteLLMUpstream:
         try:
             response = await litellm.acompletion(**kwargs)
         except Exception as exc:
-            raise _map_exception(exc, self.name) from exc
+            raise _map_exception(exc, self.name, self._fixed.get("api_key")) from exc
         return _to_dict(response)
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
@@ -150,7 +151,7 @@ class LiteLLMUpstream:
         except KeproxyError:
             raise
         except Exception as exc:
-            raise _map_exception(exc, self.name) from exc
+            raise _map_exception(exc, self.name, self._fixed.get("api_key")) from exc
 
     async def aclose(self) -> None:
         return None

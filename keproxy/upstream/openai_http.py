@@ -15,7 +15,7 @@ import aiohttp
 import orjson
 
 from keproxy.errors import UpstreamError, UpstreamTimeoutError
-from keproxy.upstream.errors_map import error_for_status
+from keproxy.upstream.errors_map import error_for_status, redact
 
 __all__ = ["HTTPUpstream"]
 
@@ -42,6 +42,7 @@ class HTTPUpstream:
         self.model = model
         self.url = api_base.rstrip("/") + "/chat/completions"
         self._headers = {"Content-Type": "application/json"}
+        self._secrets = (api_key,)  # redacted from the upstream's error messages
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = aiohttp.ClientTimeout(
@@ -70,7 +71,7 @@ class HTTPUpstream:
             message = orjson.loads(text)["error"]["message"]
         except Exception:
             message = text[:500] or resp.reason or ""
-        raise error_for_status(resp.status, str(message), upstream=self.name)
+        raise error_for_status(resp.status, redact(str(message), self._secrets), upstream=self.name)
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST the body, return the ``chat.completion`` dict; raises UpstreamError / UpstreamTimeoutError."""
@@ -123,6 +124,7 @@ class HTTPUpstream:
                         message = (
                             chunk["error"].get("message", "") if isinstance(chunk["error"], dict) else ""
                         )
+                        message = redact(str(message), self._secrets)
                         raise UpstreamError(f"upstream {self.name} failed mid-stream: {message}")
                     yield chunk
         except TimeoutError as exc:
