@@ -17,7 +17,7 @@ The requested ``model`` picks the behaviour:
 - ``cut``: a stream that breaks after two chunks (the connection closes mid-body, no final chunk);
 - ``dribble``: a stream of 200 words, one chunk every 50 ms (10 s) (for clients that vanish mid-stream);
 - ``headers``: answers 401 with an error message that quotes every request header it received (an upstream
-  that echoes the ``Authorization`` header back);
+  that echoes the ``Authorization`` header back); a stream: one chunk, then an error event that quotes them;
 - anything else: answers "stub answer".
 Streams split the content into one chunk per word. ``StubUpstream.active_streams`` counts the streams being
 sent right now (back to 0 once every client, keproxy included, has gone).
@@ -100,7 +100,13 @@ def make_stub_app(active: _Gauge | None = None) -> FastAPI:
             return _error(400, "stub says bad param")
         if model == "headers":
             seen = "; ".join(f"{k}: {v}" for k, v in request.headers.items())
-            return _error(401, f"invalid credentials, received headers {seen}")
+            if not body.get("stream"):
+                return _error(401, f"invalid credentials, received headers {seen}")
+            failure = {"error": {"message": f"stream failed, received headers {seen}"}}
+            head = _chunk(model, {"role": "assistant", "content": "partial"})
+            return Response(
+                head + b"data: " + orjson.dumps(failure) + b"\n\n", media_type="text/event-stream"
+            )
         if model == "slow":
             await asyncio.sleep(2.0)
         content = orjson.dumps(body).decode() if model == "echo" else "stub answer"
