@@ -390,8 +390,12 @@ def _plot(report: MQuAKEEvalReport, path: Path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     names = [r["method"].split(" (")[0] for r in report.rows]
-    left.bar(names, [100 * (r["question_acc_lenient"] or 0) for r in report.rows], label="new answer")
-    left.bar(names, [100 * (r["old_answer_rate"] or 0) for r in report.rows], alpha=0.5, label="old answer")
+    x = list(range(len(names)))
+    new = [100 * (r["question_acc_lenient"] or 0) for r in report.rows]
+    old = [100 * (r["old_answer_rate"] or 0) for r in report.rows]
+    left.bar([i - 0.2 for i in x], new, width=0.4, label="new answer")
+    left.bar([i + 0.2 for i in x], old, width=0.4, label="old answer")
+    left.set_xticks(x, names)
     left.set_ylabel("% of questions")
     left.set_ylim(0, 100)
     left.tick_params(axis="x", rotation=20)
