@@ -37,6 +37,7 @@ from keproxy.editors.templates import TEMPLATES
 from keproxy.proxy.protocol import ChatCompletionRequest
 from keproxy.settings import Settings, load_settings
 from tests.conftest import client_for
+from tests.upstream_stub import release_litellm
 
 QUOTES = str.maketrans("“”„‟«»″‘’‚‛′`", '"""""""' + "''''''")
 FAST = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -264,6 +265,7 @@ def app_client(tmp_path_factory: pytest.TempPathFactory) -> Any:
     client = loop.run_until_complete(clients.__anext__())
     yield loop, client
     loop.run_until_complete(clients.aclose())
+    loop.run_until_complete(release_litellm())
     loop.close()
 
 

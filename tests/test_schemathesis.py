@@ -27,6 +27,7 @@ from schemathesis.python import asgi  # noqa: E402
 
 from keproxy.proxy.app import create_app  # noqa: E402
 from keproxy.settings import load_settings  # noqa: E402
+from tests.upstream_stub import release_litellm  # noqa: E402
 
 MAX_EXAMPLES = 40
 OPERATIONS = {
@@ -55,6 +56,7 @@ def api_schema(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[schem
     schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(settings))
     yield schema
     asgi.shutdown_lifespans()  # the app's lifespan (started by schemathesis) ends with the test
+    asgi._get_portal().call(release_litellm)  # litellm's state on schemathesis' loop (it ends at exit)
 
 
 def _error_body_is_openai(response: schemathesis.Response) -> None:

@@ -28,7 +28,7 @@ import yaml
 from keproxy.settings import Settings, load_settings
 from keproxy.upstream.local import free_port
 from tests.conftest import client_for
-from tests.upstream_stub import StubUpstream, ThreadedServer, make_stub_app
+from tests.upstream_stub import StubUpstream, ThreadedServer, make_stub_app, release_litellm
 
 PROXY_KEY = "sk-kp-proxy-secret-1f2e3d4c5b6a"
 UPSTREAM_KEY = "sk-upstream-secret-a1b2c3d4e5f6"
@@ -107,8 +107,6 @@ async def test_no_secret_in_logs_answers_or_transcripts(
     caplog: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
-
     server, captured = capture
     caplog.set_level(logging.DEBUG)
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):  # litellm's loggers: own levels and handlers
@@ -122,7 +120,7 @@ async def test_no_secret_in_logs_answers_or_transcripts(
                 headers = {"authorization": f"Bearer {key}"} if key else {}
                 answers.append(await client.post(path, json=body, headers=headers))
             rows = list(client.app.state.service.store.iter_all())  # type: ignore[attr-defined]
-        await close_litellm_async_clients()
+        await release_litellm()
     finally:
         litellm_logger.propagate = propagate
 

@@ -24,7 +24,8 @@ sent right now (back to 0 once every client, keproxy included, has gone).
 
 ``ResetServer`` is a raw socket server that resets connections (TCP RST): on a path starting with
 ``/early/`` right after reading the request, on ``/mid/`` after sending the SSE headers and one chunk.
-``ThreadedServer`` runs any ASGI app (keproxy's included) in a thread on a free port.
+``ThreadedServer`` runs any ASGI app (keproxy's included) in a thread on a free port; ``release_litellm`` cleans
+up litellm's process-wide state before an event loop that used it ends.
 """
 
 from __future__ import annotations
@@ -160,6 +161,19 @@ def make_stub_app(active: _Gauge | None = None) -> FastAPI:
         return StreamingResponse(events(), media_type="text/event-stream")
 
     return app
+
+
+async def release_litellm() -> None:
+    """Close litellm's HTTP clients and stop its logging worker, on the running event loop, before that loop
+    ends. Both are process-wide and bound to the loop that used them; left behind, their connections and
+    pending task outlive the loop (ResourceWarning, "Task was destroyed but it is pending")."""
+    from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+    from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
+
+    await close_litellm_async_clients()
+    bound = getattr(GLOBAL_LOGGING_WORKER, "_bound_loop", None)
+    if bound is asyncio.get_running_loop():  # a worker on another loop is that loop's to stop
+        await GLOBAL_LOGGING_WORKER.stop()
 
 
 class ThreadedServer:
