@@ -493,14 +493,18 @@ def _post_edit(
         editor = LLMPostEditor(f"openai/{model}", max_tokens=96, temperature=0.0, completion_kwargs=kwargs)
 
         async def edit_all() -> None:  # one event loop for every call (litellm's logging worker keeps to it)
-            with _progress(config.progress) as bar:
-                task = bar.add_task("postEdit (T_edit)", total=len(todo))
-                for _, cache_key, x, y_o, hit in todo:
-                    result = await editor.post_edit(x, y_o, hit, EditContext())
-                    cache.put(
-                        cache_key, {"text": y_o if result.retain else result.text, "retain": result.retain}
-                    )
-                    bar.advance(task)
+            from keproxy.upstream.litellm_upstream import release_litellm_clients
+
+            try:
+                with _progress(config.progress) as bar:
+                    task = bar.add_task("postEdit (T_edit)", total=len(todo))
+                    for _, cache_key, x, y_o, hit in todo:
+                        result = await editor.post_edit(x, y_o, hit, EditContext())
+                        entry = {"text": y_o if result.retain else result.text, "retain": result.retain}
+                        cache.put(cache_key, entry)
+                        bar.advance(task)
+            finally:
+                await release_litellm_clients()
 
         asyncio.run(edit_all())
     for key, cache_key, *_ in pending:

@@ -200,7 +200,9 @@ def fetch_answers(
     asked = 0
     with ExitStack() as stack:
         url = base_url or stack.enter_context(serve_proxy(state_dir, mock_response=mock_response))
-        client = openai.OpenAI(base_url=f"{url.rstrip('/')}/v1", api_key=api_key, max_retries=2)
+        client = stack.enter_context(  # closed with the stack: no socket left to the garbage collector
+            openai.OpenAI(base_url=f"{url.rstrip('/')}/v1", api_key=api_key, max_retries=2)
+        )
         with _progress(progress) as bar:
             task = bar.add_task(description, total=len(missing))
             for req in missing:
@@ -309,6 +311,16 @@ def _prefetch_local(
             cache.put(key, _cache_entry(parse_output(raw, y_o), y_o))
 
 
+async def _released(call: Any) -> Any:
+    """Await ``call``, then release litellm's clients bound to this (``asyncio.run``) loop."""
+    from keproxy.upstream.litellm_upstream import release_litellm_clients
+
+    try:
+        return await call
+    finally:
+        await release_litellm_clients()
+
+
 def _post_edit(
     editor: Any, editor_id: str, x: str, y_o: str, target: RetrievedEdit, cache: AnswerCache
 ) -> str:
@@ -321,7 +333,7 @@ def _post_edit(
     entry = cache.get(key)
     if entry is None:
         instance = editor if hasattr(editor, "post_edit") else editor()
-        entry = _cache_entry(asyncio.run(instance.post_edit(x, y_o, target, EditContext())), y_o)
+        entry = _cache_entry(asyncio.run(_released(instance.post_edit(x, y_o, target, EditContext()))), y_o)
         cache.put(key, entry)
     return str(entry["text"])
 

@@ -7,6 +7,7 @@ Also serves dry runs: with ``mock_response`` set, litellm answers with that text
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,7 +24,7 @@ import litellm
 from litellm.types.utils import all_litellm_params
 from litellm.utils import validate_chat_completion_user_messages
 
-__all__ = ["CLIENT_HIDDEN_KWARGS", "LiteLLMUpstream"]
+__all__ = ["CLIENT_HIDDEN_KWARGS", "LiteLLMUpstream", "release_litellm_clients"]
 
 litellm.suppress_debug_info = True
 
@@ -155,3 +156,15 @@ class LiteLLMUpstream:
 
     async def aclose(self) -> None:
         return None
+
+
+async def release_litellm_clients() -> None:
+    """Close litellm's cached async HTTP clients and stop its logging worker, on the running event loop, before
+    that loop ends (``asyncio.run`` callers: evals, scripts). Both are process-wide and bound to the loop that
+    used them; left behind, their sockets and task outlive the loop (ResourceWarning, "Task was destroyed")."""
+    from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+    from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
+
+    await close_litellm_async_clients()
+    if getattr(GLOBAL_LOGGING_WORKER, "_bound_loop", None) is asyncio.get_running_loop():
+        await GLOBAL_LOGGING_WORKER.stop()
