@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.eval.elken_data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
 from keproxy.eval.elken_scope import BM25EventRetriever, default_serac_threshold
-from keproxy.eval.harness import AnswerCache, serve_proxy
+from keproxy.eval.harness import AnswerCache, default_model, serve_proxy
 from keproxy.eval.postedit import PromptRequest, fetch_answers
 from keproxy.memory.edits import EditScope, RetrievedEdit
 
@@ -402,15 +402,10 @@ def run_elken_eval(
     config: ElkenEvalConfig, *, log: Callable[[str], None] = lambda _m: None
 ) -> ElkenEvalReport:
     """Run the evaluation of the module docstring and write its files. Raises FileNotFoundError (no shared
-    data), HarnessError (proxy trouble, a refused request) and ValueError (bad arguments)."""
+    data), HarnessError (proxy trouble, a refused request, --base-url without a model) and ValueError (bad
+    arguments)."""
     started = time.monotonic()
-    if config.base_url is not None and config.model is None:
-        raise ValueError("a model alias is required with base_url")
-    model = config.model
-    if model is None:
-        from keproxy.settings import load_settings
-
-        model = "demo" if config.mock_response is not None else load_settings().local_model.alias
+    model = default_model(config.model, config.base_url, config.mock_response)
     gate = default_serac_threshold() if config.serac_threshold is None else config.serac_threshold
     # f_θ (no edit) is always asked: locality compares against it and postEdit edits it.
     methods: list[str] = ["none", *(m for m in _ORDER if m in config.methods and m != "none")]

@@ -8,13 +8,28 @@ codes: 0 done, 2 bad arguments or a fatal error (missing shared data, missing em
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
 __all__ = ["eval_elken_command", "eval_elken_scope_command", "eval_leme_command", "eval_mquake_command"]
+
+# Options every eval that asks the proxy takes.
+BaseUrl = Annotated[
+    str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
+]
+ModelAlias = Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")]
+MockResponse = Annotated[
+    str | None, typer.Option(help="Self-started proxy only: answer every request with this text.")
+]
+ApiKey = Annotated[str, typer.Option(help="Bearer key for the proxy.")]
+ShowProgress = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
+
+C = TypeVar("C")
+R = TypeVar("R")
 
 
 def _csv(value: str) -> list[str]:
@@ -23,6 +38,29 @@ def _csv(value: str) -> list[str]:
 
 def _floats(value: str | None) -> list[float] | None:
     return None if value is None else [float(v) for v in _csv(value)]
+
+
+def _fail(err: Console, exc: BaseException) -> NoReturn:
+    err.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(2) from None
+
+
+def _run(err: Console, build: Callable[[], C], run: Callable[..., R]) -> tuple[C, R]:
+    """``build()`` the config (a bad argument exits 2), then ``run(config, log=...)`` (missing data or model,
+    proxy trouble: exit 2)."""
+    from pydantic import ValidationError
+
+    from keproxy.eval.harness import HarnessError
+    from keproxy.memory.embeddings import EmbedderError
+
+    try:
+        config = build()
+    except (ValidationError, ValueError) as exc:
+        _fail(err, exc)
+    try:
+        return config, run(config, log=err.log)
+    except (FileNotFoundError, ValueError, EmbedderError, HarnessError) as exc:
+        _fail(err, exc)
 
 
 def eval_elken_scope_command(
@@ -53,35 +91,24 @@ def eval_elken_scope_command(
     dense_sweep: Annotated[
         str | None, typer.Option(help="Comma-separated cosine thresholds to sweep.")
     ] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    progress: ShowProgress = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write scope.png.")] = True,
 ) -> None:
     """ELKEN event retrieval scope without an upstream: in-scope recall@1 of the right event and out-of-scope
     rejection rate for sparse (BM25), dense (MiniLM), keproxy's SERAC gate and the ICE oracle."""
-    from pydantic import ValidationError
-
     from keproxy.eval.elken_scope import ElkenScopeConfig, run_elken_scope
-    from keproxy.memory.embeddings import EmbedderError
 
-    err = Console(stderr=True)
-    try:
+    def build() -> ElkenScopeConfig:
         fields: dict[str, object] = {
             "split": split.lower(), "kind": kind.lower(), "data_dir": data_dir, "n": n, "memory": memory.lower(),
             "methods": _csv(methods), "out": out, "bm25_threshold": bm25_threshold,
             "dense_threshold": dense_threshold, "serac_threshold": serac_threshold, "progress": progress,
             "plots": plots, "bm25_sweep": _floats(bm25_sweep), "dense_sweep": _floats(dense_sweep),
         }  # fmt: skip
-        config = ElkenScopeConfig.model_validate(
-            {k: v for k, v in fields.items() if v is not None or k == "n"}
-        )
-    except (ValidationError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    try:
-        report = run_elken_scope(config, log=err.log)
-    except (FileNotFoundError, ValueError, EmbedderError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        return ElkenScopeConfig.model_validate({k: v for k, v in fields.items() if v is not None or k == "n"})
+
+    err = Console(stderr=True)
+    config, report = _run(err, build, run_elken_scope)
     print((config.out / "table.md").read_text(encoding="utf-8"))
     counts = "; ".join(
         f"{kind}: {c['cases']} of {c['memory_events']} events, {c['in_scope']} in-scope / "
@@ -111,45 +138,31 @@ def eval_elken_command(
     out: Annotated[Path, typer.Option(help="Output folder (tables, cases.csv, plot, cache/).")] = Path(
         "elken-eval"
     ),
-    base_url: Annotated[
-        str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
-    ] = None,
-    model: Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")] = None,
+    base_url: BaseUrl = None,
+    model: ModelAlias = None,
     judge_model: Annotated[str | None, typer.Option(help="Tendency-G judge alias; default: --model.")] = None,
-    mock_response: Annotated[
-        str | None, typer.Option(help="Self-started proxy only: answer every request with this text.")
-    ] = None,
-    api_key: Annotated[str, typer.Option(help="Bearer key for the proxy.")] = "keproxy",
+    mock_response: MockResponse = None,
+    api_key: ApiKey = "keproxy",
     serac_threshold: Annotated[
         float | None, typer.Option(help="SERAC / postEdit gate (cosine); default: postedit_min_score.")
     ] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    progress: ShowProgress = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write elken.png.")] = True,
 ) -> None:
     """ELKEN through the proxy: Factual Knowledge (exact match, Known / Unknown), Tendency-M and optionally
     Tendency-G; question- and edit-level reliability, locality and scope per method (ELKEN §3.1, Table 2)."""
-    from pydantic import ValidationError
-
     from keproxy.eval.elken import ElkenEvalConfig, run_elken_eval
-    from keproxy.eval.harness import HarnessError
-    from keproxy.memory.embeddings import EmbedderError
 
-    err = Console(stderr=True)
-    try:
-        config = ElkenEvalConfig(
+    def build() -> ElkenEvalConfig:
+        return ElkenEvalConfig(
             split=split.lower(), kind=kind.lower(), data_dir=data_dir, n=n, methods=_csv(methods),  # type: ignore[arg-type]
             tendency_g=tendency_g, out=out, base_url=base_url, model=model, judge_model=judge_model,
             mock_response=mock_response, api_key=api_key, serac_threshold=serac_threshold, progress=progress,
             plots=plots,
         )  # fmt: skip
-    except (ValidationError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    try:
-        report = run_elken_eval(config, log=err.log)
-    except (FileNotFoundError, ValueError, EmbedderError, HarnessError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+
+    err = Console(stderr=True)
+    config, report = _run(err, build, run_elken_eval)
     print((config.out / "table.md").read_text(encoding="utf-8"))
     err.print(
         f"ELKEN {config.split}: {report.requests} answers asked, {report.cached} cached; "
@@ -173,40 +186,26 @@ def eval_mquake_command(
         Path | None, typer.Option(help="Folder holding mquake/; default: the shared data folder.")
     ] = None,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("mquake-eval"),
-    base_url: Annotated[
-        str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
-    ] = None,
-    model: Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")] = None,
-    mock_response: Annotated[
-        str | None, typer.Option(help="Self-started proxy only: answer every request with this text.")
-    ] = None,
-    api_key: Annotated[str, typer.Option(help="Bearer key for the proxy.")] = "keproxy",
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    base_url: BaseUrl = None,
+    model: ModelAlias = None,
+    mock_response: MockResponse = None,
+    api_key: ApiKey = "keproxy",
+    progress: ShowProgress = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write mquake.png.")] = True,
 ) -> None:
     """MQuAKE-hard through the proxy: multi-hop accuracy with no edit, the gold edits, top-k retrieval and
     per-hop retrieval; per-hop recall and single-hop accuracy."""
-    from pydantic import ValidationError
-
-    from keproxy.eval.harness import HarnessError
     from keproxy.eval.mquake import MQuAKEEvalConfig, run_mquake_eval
-    from keproxy.memory.embeddings import EmbedderError
 
-    err = Console(stderr=True)
-    try:
-        config = MQuAKEEvalConfig(
+    def build() -> MQuAKEEvalConfig:
+        return MQuAKEEvalConfig(
             n=n, k=k, memory=memory.lower(), methods=_csv(methods), single_hop=single_hop,  # type: ignore[arg-type]
             data_dir=data_dir, out=out, base_url=base_url, model=model, mock_response=mock_response,
             api_key=api_key, progress=progress, plots=plots,
         )  # fmt: skip
-    except (ValidationError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    try:
-        report = run_mquake_eval(config, log=err.log)
-    except (FileNotFoundError, ValueError, EmbedderError, HarnessError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+
+    err = Console(stderr=True)
+    config, report = _run(err, build, run_mquake_eval)
     print((config.out / "table.md").read_text(encoding="utf-8"))
     print((config.out / "hops.md").read_text(encoding="utf-8"))
     err.print(
@@ -229,40 +228,26 @@ def eval_leme_command(
         Path | None, typer.Option(help="Folder holding leme/; default: the shared data folder.")
     ] = None,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("leme-eval"),
-    base_url: Annotated[
-        str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
-    ] = None,
-    model: Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")] = None,
-    mock_response: Annotated[
-        str | None, typer.Option(help="Self-started proxy only: answer every request with this text.")
-    ] = None,
-    api_key: Annotated[str, typer.Option(help="Bearer key for the proxy.")] = "keproxy",
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    base_url: BaseUrl = None,
+    model: ModelAlias = None,
+    mock_response: MockResponse = None,
+    api_key: ApiKey = "keproxy",
+    progress: ShowProgress = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write leme.png.")] = True,
 ) -> None:
     """LEME through the proxy: main and related passages per edit mode; claim classification (supports /
     neutral / contradicts) of new fact, old fact and ground truth; consistency, topicality, perplexity."""
-    from pydantic import ValidationError
-
-    from keproxy.eval.harness import HarnessError
     from keproxy.eval.leme import LemeEvalConfig, run_leme_eval
-    from keproxy.memory.embeddings import EmbedderError
 
-    err = Console(stderr=True)
-    try:
-        config = LemeEvalConfig(
+    def build() -> LemeEvalConfig:
+        return LemeEvalConfig(
             n=n, methods=_csv(methods), survey_model=survey_model, max_tokens=max_tokens, nli=nli,  # type: ignore[arg-type]
             data_dir=data_dir, out=out, base_url=base_url, model=model, mock_response=mock_response,
             api_key=api_key, progress=progress, plots=plots,
         )  # fmt: skip
-    except (ValidationError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    try:
-        report = run_leme_eval(config, log=err.log)
-    except (FileNotFoundError, ValueError, EmbedderError, HarnessError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+
+    err = Console(stderr=True)
+    config, report = _run(err, build, run_leme_eval)
     print((config.out / "claims.md").read_text(encoding="utf-8"))
     print((config.out / "table.md").read_text(encoding="utf-8"))
     for note in report.notes:

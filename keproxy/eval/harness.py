@@ -332,13 +332,14 @@ def _result(job: Job, entry: Mapping[str, Any], cached: bool) -> RunResult:
 # --- the run -----------------------------------------------------------------------------------------------
 
 
-def _default_model(config: HarnessConfig) -> str:
-    """``config.model``; for a self-started proxy: "demo" with a mock response, else the local model's alias."""
-    if config.model:
-        return config.model
-    if config.base_url is not None:
+def default_model(model: str | None, base_url: str | None, mock_response: str | None) -> str:
+    """The alias an eval asks: ``model``; for a self-started proxy (no ``base_url``): "demo" with a mock
+    response, else the embedded local model's alias. Raises HarnessError for ``base_url`` without a model."""
+    if model:
+        return model
+    if base_url is not None:
         raise HarnessError("--model is required with --base-url (the alias the proxy serves)")
-    if config.mock_response is not None:
+    if mock_response is not None:
         return "demo"
     from keproxy.settings import load_settings
 
@@ -506,7 +507,7 @@ def run_harness(
     NLI backend missing) and ValueError (bad data or arguments).
     """
     jobs = build_jobs(config)
-    model = _default_model(config)
+    model = default_model(config.model, config.base_url, config.mock_response)
     if nli is None and any(j.dialogue.instance.history_mentions_old for j in jobs):
         nli = _nli_backend(config.nli)  # before any request: a missing backend fails now, not hours later
     params = _params(config)

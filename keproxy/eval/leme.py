@@ -52,7 +52,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.datasets import shared_data_dir
-from keproxy.eval.harness import AnswerCache, HarnessError, serve_proxy
+from keproxy.eval.harness import AnswerCache, HarnessError, default_model, serve_proxy
 from keproxy.eval.postedit import PromptRequest, fetch_answers
 from keproxy.memory.edits import Edit
 
@@ -298,15 +298,9 @@ def _store_edits(url: str, api_key: str, cases: Sequence[LemeCase]) -> int:
 
 def run_leme_eval(config: LemeEvalConfig, *, log: Callable[[str], None] = lambda _m: None) -> LemeEvalReport:
     """Run the evaluation of the module docstring and write its files. Raises FileNotFoundError (no shared
-    data), HarnessError (proxy trouble) and ValueError (bad arguments)."""
+    data), HarnessError (proxy trouble, --base-url without a model) and ValueError (bad arguments)."""
     started = time.monotonic()
-    if config.base_url is not None and config.model is None:
-        raise ValueError("a model alias is required with base_url")
-    model = config.model
-    if model is None:
-        from keproxy.settings import load_settings
-
-        model = "demo" if config.mock_response is not None else load_settings().local_model.alias
+    model = default_model(config.model, config.base_url, config.mock_response)
     cases = load_leme(config.n, config.data_dir)
     methods = [m for m in _ORDER if m in config.methods]
     log(f"LEME: {len(cases)} cases, {len(methods)} methods, {2 * len(cases) * len(methods)} passages")

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.datasets import shared_data_dir
 from keproxy.eval.elken import normalize_answer
-from keproxy.eval.harness import AnswerCache, serve_proxy
+from keproxy.eval.harness import AnswerCache, default_model, serve_proxy
 from keproxy.eval.postedit import PromptRequest, fetch_answers
 from keproxy.memory.edits import Edit, EditScope
 
@@ -230,15 +230,10 @@ def run_mquake_eval(
     config: MQuAKEEvalConfig, *, log: Callable[[str], None] = lambda _m: None
 ) -> MQuAKEEvalReport:
     """Run the evaluation of the module docstring and write its files. Raises FileNotFoundError (no shared
-    data), HarnessError (proxy trouble, a refused request) and ValueError (bad arguments)."""
+    data), HarnessError (proxy trouble, a refused request, --base-url without a model) and ValueError (bad
+    arguments)."""
     started = time.monotonic()
-    if config.base_url is not None and config.model is None:
-        raise ValueError("a model alias is required with base_url")
-    model = config.model
-    if model is None:
-        from keproxy.settings import load_settings
-
-        model = "demo" if config.mock_response is not None else load_settings().local_model.alias
+    model = default_model(config.model, config.base_url, config.mock_response)
     cases = load_mquake(config.n, config.data_dir)
     log(f"MQuAKE-hard: {len(cases)} cases, {sum(len(c.questions) for c in cases)} multi-hop questions")
     config.out.mkdir(parents=True, exist_ok=True)

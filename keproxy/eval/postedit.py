@@ -45,7 +45,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from keproxy.eval.harness import AnswerCache, HarnessError, request_key, serve_proxy
+from keproxy.eval.harness import AnswerCache, HarnessError, default_model, request_key, serve_proxy
 from keproxy.eval.postedit_data import EditCase, load_cases
 from keproxy.eval.postedit_metrics import (
     METRICS,
@@ -356,8 +356,8 @@ def _memory(config: PostEditEvalConfig, cases: Sequence[EditCase]) -> Any:
 def run_postedit_eval(
     config: PostEditEvalConfig, *, log: Callable[[str], None] = lambda _m: None
 ) -> PostEditEvalReport:
-    """Run the evaluation of the module docstring. Raises HarnessError (proxy trouble, a 4xx), ValueError (bad
-    methods), FileNotFoundError (data) and what the NLI backend or a post-editor raises."""
+    """Run the evaluation of the module docstring. Raises HarnessError (proxy trouble, a 4xx, --base-url without a
+    model), ValueError (bad methods), FileNotFoundError (data) and what the NLI backend or a post-editor raises."""
     started = time.monotonic()
     labels, skipped = method_names(config)
     report = PostEditEvalReport(rows=[], skipped=skipped)
@@ -366,13 +366,7 @@ def run_postedit_eval(
     cases = load_cases(config.data, config.n)
     config.out.mkdir(parents=True, exist_ok=True)
     cache = AnswerCache(config.out / "cache")
-    model = config.model
-    if model is None:
-        if config.base_url is not None:
-            raise ValueError("a model alias is required with base_url")
-        from keproxy.settings import load_settings
-
-        model = "demo" if config.mock_response is not None else load_settings().local_model.alias
+    model = default_model(config.model, config.base_url, config.mock_response)
     params = {"temperature": config.temperature, "max_tokens": config.max_tokens}
 
     memory = _memory(config, cases)
