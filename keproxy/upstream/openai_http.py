@@ -1,4 +1,5 @@
-"""The fast path: a pooled aiohttp client for upstreams that speak the OpenAI protocol.
+"""The fast path: a pooled HTTP/1.1 client (``keproxy.upstream.http1``, httptools) for upstreams that speak the
+OpenAI protocol.
 
 No translation happens here: the (edited) request body is serialised once with orjson and POSTed to
 ``{api_base}/chat/completions``; answers are parsed only as far as keproxy needs them (the transcript keeps
@@ -11,11 +12,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import orjson
 
 from keproxy.errors import UpstreamError, UpstreamTimeoutError
 from keproxy.upstream.errors_map import error_for_status, redact
+from keproxy.upstream.http1 import ConnectionPool, Response
 
 __all__ = ["HTTPUpstream"]
 
@@ -23,9 +24,8 @@ __all__ = ["HTTPUpstream"]
 class HTTPUpstream:
     """OpenAI-protocol upstream at ``api_base`` (e.g. ``http://127.0.0.1:8080/v1``) serving ``model``.
 
-    api_key: sent as ``Authorization: Bearer``; None sends none. timeout_s: whole-call timeout in seconds
-    (for a stream: until the first byte, then between chunks). The connection pool is created lazily on
-    the running event loop and closed by ``aclose``.
+    api_key: sent as ``Authorization: Bearer``; None sends none. timeout_s: seconds to wait for the answer's
+    first byte, then between pieces of it (connecting: at most 30). ``aclose`` closes the pooled connections.
     """
 
     def __init__(
@@ -41,21 +41,14 @@ class HTTPUpstream:
         self.name = name
         self.model = model
         self.url = api_base.rstrip("/") + "/chat/completions"
-        self._headers = {"Content-Type": "application/json"}
         self._secrets = (api_key,)  # redacted from the upstream's error messages
+        headers = {"Content-Type": "application/json"}
         if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=min(timeout_s, 30.0), sock_read=timeout_s
-        )
-        self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
-        return self._session
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._pool = ConnectionPool(
+            api_base, headers=headers, max_connections=max_connections,
+            connect_timeout=min(timeout_s, 30.0), read_timeout=timeout_s,
+        )  # fmt: skip
 
     def _payload(self, body: dict[str, Any], stream: bool) -> bytes:
         payload = dict(body)
@@ -63,27 +56,25 @@ class HTTPUpstream:
         payload["stream"] = stream
         return orjson.dumps(payload)
 
-    async def _raise_for(self, resp: aiohttp.ClientResponse) -> None:
+    async def _raise_for(self, resp: Response) -> None:
         if resp.status < 300:
             return
-        text = await resp.text(errors="replace")
+        text = (await resp.read()).decode("utf-8", errors="replace")
         try:
             message = orjson.loads(text)["error"]["message"]
         except Exception:
-            message = text[:500] or resp.reason or ""
+            message = text[:500] or f"HTTP {resp.status}"
         raise error_for_status(resp.status, redact(str(message), self._secrets), upstream=self.name)
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST the body, return the ``chat.completion`` dict; raises UpstreamError / UpstreamTimeoutError."""
         try:
-            async with self._client().post(
-                self.url, data=self._payload(body, False), headers=self._headers
-            ) as resp:
+            async with await self._pool.post("/chat/completions", self._payload(body, False)) as resp:
                 await self._raise_for(resp)
                 raw = await resp.read()
         except TimeoutError as exc:
             raise UpstreamTimeoutError(f"upstream {self.name} timed out") from exc
-        except aiohttp.ClientError as exc:
+        except OSError as exc:  # ConnectionError: refused, reset, closed early, malformed HTTP
             raise UpstreamError(f"upstream {self.name} unreachable: {exc}") from exc
         try:
             data = orjson.loads(raw)
@@ -101,11 +92,9 @@ class HTTPUpstream:
         """
         done = False
         try:
-            async with self._client().post(
-                self.url, data=self._payload(body, True), headers=self._headers
-            ) as resp:
+            async with await self._pool.post("/chat/completions", self._payload(body, True)) as resp:
                 await self._raise_for(resp)
-                async for line in resp.content:
+                async for line in _lines(resp.chunks()):
                     if not line.startswith(b"data:"):
                         continue  # blank separators, comments (": ping"), event names
                     data = line[5:].strip()
@@ -129,12 +118,24 @@ class HTTPUpstream:
                     yield chunk
         except TimeoutError as exc:
             raise UpstreamTimeoutError(f"upstream {self.name} timed out") from exc
-        except aiohttp.ClientError as exc:
+        except OSError as exc:
             raise UpstreamError(f"upstream {self.name} stream broke: {exc}") from exc
         if not done:
             raise UpstreamError(f"upstream {self.name} stream ended without [DONE]")
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._pool.aclose()
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The lines of a byte stream (each with its line end; the last one without, when unterminated)."""
+    rest = b""
+    async for chunk in chunks:
+        if rest:
+            chunk = rest + chunk
+        lines = chunk.split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line + b"\n"
+    if rest:
+        yield rest
