@@ -21,6 +21,7 @@ headers (``retry-after`` of a RateLimitError).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "UpstreamError",
     "UpstreamTimeoutError",
     "error_body",
+    "invalid_json",
+    "validation_error",
 ]
 
 
@@ -142,3 +145,20 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     return {
         "error": {"message": "internal server error", "type": "server_error", "param": None, "code": None}
     }
+
+
+def invalid_json(position: int, detail: str) -> InvalidRequestError:
+    """The 400 for a request body that is not JSON; position: the character where parsing failed."""
+    return InvalidRequestError(f"the body is not valid JSON (at character {position}: {detail})")
+
+
+def validation_error(errors: Sequence[Mapping[str, Any]]) -> InvalidRequestError:
+    """The 400 for pydantic's ``errors()`` list (``ValidationError.errors()``, FastAPI's request validation):
+    the first error, as ``"<param>: <msg>"`` with ``param`` its dotted location (``messages.0.role``), the
+    ``"body"`` prefix FastAPI adds left out."""
+    first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid":  # FastAPI: loc is ("body", <character position>)
+        return invalid_json(first["loc"][-1], (first.get("ctx") or {}).get("error", ""))
+    param = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
+    message = str(first.get("msg", "invalid request"))
+    return InvalidRequestError(f"{param}: {message}" if param else message, param=param)

@@ -1,17 +1,18 @@
-"""HTTP routes: the OpenAI surface (``/v1/...``), ``/health`` and keproxy's own ``/keproxy/...``."""
+"""HTTP routes: the OpenAI surface (``/v1/models``; ``/v1/chat/completions`` is served by
+:mod:`keproxy.proxy.chat_endpoint`), ``/health`` and keproxy's own ``/keproxy/...``."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
 from keproxy.errors import NotFoundError
 from keproxy.proxy.auth import Authenticator, Principal
 from keproxy.proxy.json_route import JSONRoute
-from keproxy.proxy.protocol import ChatCompletionRequest, ModelCard, ModelList
-from keproxy.proxy.serving import ChatService, new_request_id
+from keproxy.proxy.protocol import ModelCard, ModelList
+from keproxy.proxy.serving import ChatService
 
 __all__ = ["router"]
 
@@ -49,32 +50,6 @@ async def health() -> dict[str, str]:
 async def list_models(request: Request) -> ModelList:
     """The public model aliases."""
     return ModelList(data=[ModelCard(id=alias) for alias in _service(request).router.aliases()])
-
-
-@router.post("/v1/chat/completions", tags=["openai"])
-async def chat_completions(
-    body: ChatCompletionRequest, request: Request, principal: Annotated[Principal, Depends(require_api_key)]
-) -> Response:
-    """OpenAI chat completions, with corrections applied to the history before the upstream sees it.
-
-    Headers: ``x-keproxy-request-id`` (the transcript's key), ``x-keproxy-edits`` (number of text edits) and
-    ``x-keproxy-post-edit`` ("edited", "retained" or "none": whether a post-editor changed the answer).
-    Streams (``stream: true``) are server-sent events ending with ``data: [DONE]``.
-    """
-    service = _service(request)
-    prepared = await service.prepare(body, new_request_id(), tenant=principal.tenant)
-    headers = {"x-keproxy-request-id": prepared.request_id, "x-keproxy-edits": str(prepared.n_edits)}
-    if body.stream:
-        events = await service.open_stream(prepared)
-        headers["x-keproxy-post-edit"] = prepared.post_edit_status
-        return StreamingResponse(
-            events,
-            media_type="text/event-stream",
-            headers={**headers, "cache-control": "no-cache", "x-accel-buffering": "no"},
-        )
-    completion = await service.complete(prepared)
-    headers["x-keproxy-post-edit"] = prepared.post_edit_status
-    return _json(completion, headers)
 
 
 @router.get("/keproxy/transcripts/{request_id}", tags=["keproxy"])

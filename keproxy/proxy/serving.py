@@ -2,7 +2,10 @@
 
 ``ChatService.prepare`` runs everything up to the upstream call and returns a ``PreparedRequest``; then
 ``complete`` (one JSON answer) or ``open_stream`` (server-sent events) finishes it. Every request, failed
-or not, ends in exactly one transcript row.
+or not, ends in exactly one transcript row. The row is queued before the answer is sent
+(``PreparedRequest.logged``) and committed by the store's writer while it goes out: the HTTP endpoint sends
+the answer, then waits for the commit before it ends the request (so the commit is not on the answer's path;
+a process killed in that ~1 ms window loses the row of an answered request).
 
 With an edit memory (``memory``), ``prepare`` also stores the conversation's corrections as session edits
 (setting ``corrections_to_edits``, when the request names ``keproxy.session``) and, unless the edit mode is
@@ -21,9 +24,10 @@ The header ``x-keproxy-post-edit`` (``PreparedRequest.post_edit_status``) says "
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,8 +60,8 @@ logger = logging.getLogger(__name__)
 
 
 def new_request_id() -> str:
-    """A request id like ``chatcmpl-kp-1f0c...`` (32 hex digits)."""
-    return f"kp-{uuid.uuid4().hex}"
+    """A request id like ``kp-1f0c...`` (32 random hex digits, os.urandom)."""
+    return "kp-" + os.urandom(16).hex()
 
 
 def _ms(start: float) -> float:
@@ -80,6 +84,9 @@ class PreparedRequest:
     post_editor: PostEditor | None = None
     context: EditContext | None = None
     post_edit_status: str = "none"  # "edited" | "retained" | "none", set by complete / open_stream
+    logged: asyncio.Future[None] | None = (
+        None  # the transcript row's write, once queued (done when committed)
+    )
 
     @property
     def n_edits(self) -> int:
@@ -329,7 +336,7 @@ class ChatService:
         try:
             response = await prepared.upstream.complete(prepared.body)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
+            self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
             raise
         transcript.upstream_response = response
         final = dict(response)
@@ -337,11 +344,11 @@ class ChatService:
         try:
             final = await self._post_edit(prepared, final)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
+            self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
             raise
         transcript.final_response = final
         transcript.usage = response.get("usage")
-        await self._finish(prepared, status=200, upstream_t0=t0)
+        self._finish(prepared, status=200, upstream_t0=t0)
         return final
 
     async def open_stream(self, prepared: PreparedRequest) -> AsyncIterator[bytes]:
@@ -363,7 +370,7 @@ class ChatService:
         except StopAsyncIteration:
             first = None
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
+            self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
             raise
         prepared.transcript.latency_ms["upstream_first_chunk"] = _ms(t0)
         return self._relay(prepared, source, first, t0)
@@ -409,7 +416,7 @@ class ChatService:
             final["model"] = prepared.alias
             prepared.transcript.final_response = final
             prepared.transcript.usage = assembled.get("usage")
-            await asyncio.shield(self._finish(prepared, status=status, error=error, upstream_t0=t0))
+            self._finish(prepared, status=status, error=error, upstream_t0=t0)
 
     async def _buffered_stream(self, prepared: PreparedRequest) -> AsyncIterator[bytes]:
         """Read the upstream stream whole, post-edit it, log the transcript; the SSE iterator of the result.
@@ -424,7 +431,7 @@ class ChatService:
                     prepared.transcript.latency_ms["upstream_first_chunk"] = _ms(t0)
                 chunks.append(chunk)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
+            self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
             raise
         assembled = assemble_stream(chunks)
         prepared.transcript.upstream_response = assembled
@@ -435,12 +442,12 @@ class ChatService:
             try:
                 final = await self._post_edit(prepared, final)
             except Exception as exc:
-                await self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
+                self._finish(prepared, status=_status(exc), error=error_body(exc), upstream_t0=t0)
                 raise
             out = completion_chunks(final, include_usage=bool(assembled.get("usage")))
         prepared.transcript.final_response = final
         prepared.transcript.usage = assembled.get("usage")
-        await self._finish(prepared, status=200, upstream_t0=t0)
+        self._finish(prepared, status=200, upstream_t0=t0)
         return self._replay(out, prepared.alias)
 
     @staticmethod
@@ -449,7 +456,7 @@ class ChatService:
             yield _sse({**chunk, "model": alias})
         yield SSE_DONE
 
-    async def _finish(
+    def _finish(
         self,
         prepared: PreparedRequest,
         *,
@@ -457,9 +464,17 @@ class ChatService:
         upstream_t0: float,
         error: dict[str, Any] | None = None,
     ) -> None:
+        """Complete the transcript and queue its row (``prepared.logged``: done once committed; a failed write
+        is logged here)."""
         transcript = prepared.transcript
         transcript.status = status
         transcript.error = error
         transcript.latency_ms["upstream"] = _ms(upstream_t0)
         transcript.latency_ms["total"] = _ms(prepared.started)
-        await self.store.add(transcript)
+        prepared.logged = self.store.add(transcript)
+        prepared.logged.add_done_callback(functools.partial(_report_write, prepared.request_id))
+
+
+def _report_write(request_id: str, write: Any) -> None:
+    if not write.cancelled() and write.exception() is not None:
+        logger.error("transcript of request %s not written", request_id, exc_info=write.exception())

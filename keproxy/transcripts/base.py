@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
@@ -68,9 +69,12 @@ class Transcript:
 
 
 class TranscriptStore(Protocol):
-    """Where transcripts go. ``add`` returns once the row is durable (committed)."""
+    """Where transcripts go.
 
-    async def add(self, transcript: Transcript) -> None: ...
+    ``add`` queues the row at once (a ``get`` called after it sees the row) and returns an awaitable that
+    completes once the row is durable (committed), raising what the database raised."""
+
+    def add(self, transcript: Transcript) -> asyncio.Future[None]: ...
 
     async def get(self, request_id: str) -> Transcript | None: ...
 

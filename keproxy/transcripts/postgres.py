@@ -75,9 +75,9 @@ class PostgresTranscriptStore:
             ).fetchone()
         return Transcript.from_dict(orjson.loads(row[0])) if row else None
 
-    async def add(self, transcript: Transcript) -> None:
-        """Insert (or replace) the row; returns once committed."""
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._insert, transcript)
+    def add(self, transcript: Transcript) -> asyncio.Future[None]:
+        """Insert (or replace) the row: submitted now, the future is done once it is committed."""
+        return asyncio.get_running_loop().run_in_executor(self._executor, self._insert, transcript)
 
     async def get(self, request_id: str) -> Transcript | None:
         """The transcript of ``request_id``, or None."""

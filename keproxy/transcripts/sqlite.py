@@ -130,17 +130,22 @@ class SQLiteTranscriptStore:
         ).fetchone()
         return Transcript.from_dict(orjson.loads(row[0])) if row else None
 
-    async def _ask(self, request: Any) -> Any:
+    def _submit(self, request: Any) -> asyncio.Future[Any]:
+        """Queue ``request`` for the writer thread now; its future is settled there (in queue order)."""
         if not self._thread.is_alive():
             raise RuntimeError("the transcript store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._queue.put((request, future, loop))
-        return await future
+        return future
 
-    async def add(self, transcript: Transcript) -> None:
-        """Insert (or replace) the row; returns once committed (raises what SQLite raised)."""
-        await self._ask(transcript)
+    async def _ask(self, request: Any) -> Any:
+        return await self._submit(request)
+
+    def add(self, transcript: Transcript) -> asyncio.Future[None]:
+        """Queue the row (insert or replace) now; the future is done once it is committed (or raises what
+        SQLite raised)."""
+        return self._submit(transcript)
 
     async def get(self, request_id: str) -> Transcript | None:
         """The transcript of ``request_id``, or None."""
