@@ -8,9 +8,11 @@ keproxy demo                                                        serve the lo
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -59,28 +61,60 @@ def serve(
     ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Folder for keproxy's databases and logs.")] = None,
     log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error.")] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Server processes sharing the port (needs configured models).")
+    ] = None,
 ) -> None:
     """Run the proxy. With no configured models it starts the embedded SmolLM2 model (no network)."""
-    import logging
-
     import uvicorn
 
     from keproxy.proxy.app import create_app
 
-    settings = _settings(
-        config, host=host, port=port, mock_response=mock_response, default_strategy=default_strategy,
-        transcripts_db=transcripts_db, data_dir=data_dir, log_level=log_level,
+    overrides = dict(
+        host=host, port=port, mock_response=mock_response, default_strategy=default_strategy,
+        transcripts_db=transcripts_db, data_dir=data_dir, log_level=log_level, workers=workers,
     )  # fmt: skip
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    settings = _settings(config, **overrides)
+    _configure_logging(settings)
+    run = dict(host=settings.host, port=settings.port, log_level=settings.log_level)
     try:
-        uvicorn.run(
-            create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
-        )
+        if settings.workers == 1:
+            uvicorn.run(create_app(settings), **run)  # type: ignore[arg-type]
+            return
+        if settings.uses_local_model():
+            raise ConfigError(
+                "workers: the embedded local model runs in one process; configure `models` (e.g. a llama.cpp "
+                "server's api_base) to serve with several workers",
+                param="workers",
+            )
+        # uvicorn's workers import the app: worker_app rebuilds these same settings in each process
+        os.environ[_WORKER_ARGS] = json.dumps({"config": config, "overrides": overrides}, default=str)
+        uvicorn.run("keproxy.cli:worker_app", factory=True, workers=settings.workers, **run)  # type: ignore[arg-type]
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc.message}")
         raise typer.Exit(2) from None
+
+
+_WORKER_ARGS = "KEPROXY_SERVE_WORKER_ARGS"
+
+
+def _configure_logging(settings: Settings) -> None:
+    import logging
+
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def worker_app() -> Any:
+    """The app of one ``keproxy serve --workers N`` process (uvicorn's factory): the settings ``serve`` loaded,
+    from the same config file and overrides (passed in the environment). Raises ConfigError."""
+    from keproxy.proxy.app import create_app
+
+    args = json.loads(os.environ[_WORKER_ARGS])
+    settings = load_settings(args["config"], **args["overrides"])
+    _configure_logging(settings)
+    return create_app(settings)
 
 
 @transcripts_app.command("export")

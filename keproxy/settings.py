@@ -195,6 +195,13 @@ class Settings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", description="Address the proxy listens on.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port the proxy listens on.")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        description="Server processes sharing the port (`keproxy serve`, uvicorn's workers). Each keeps its own "
+        "edit index, caught up with the shared store before every retrieval, and its own rate limiter (a "
+        "key's rpm applies per process). The embedded local model needs 1: configure `models` instead.",
+    )
     models: list[ModelRoute] = Field(
         default_factory=list, description="Model aliases; empty means: serve the embedded local model."
     )

@@ -172,6 +172,22 @@ def test_index_switches_from_flat_to_hnsw_and_persists(tmp_path: Path) -> None:
     assert "e77" not in loaded
 
 
+def test_index_load_refuses_a_pair_saved_by_two_processes(tmp_path: Path) -> None:
+    """Workers of one server save into the same folder: an ids.json next to another save's index.faiss is
+    refused (the memory then rebuilds), never read with the wrong id map."""
+    vectors = unit_rows(40, seed=5)
+    mine, theirs = EditIndex(384), EditIndex(384)
+    mine.add(vectors[:20], [f"a{i}" for i in range(20)])
+    theirs.add(vectors[20:], [f"b{i}" for i in range(20)])
+    mine.save(tmp_path / "ix")
+    theirs.save(tmp_path / "other")
+    assert EditIndex.load(tmp_path / "ix").search(vectors[[3]], 1)[1] == [["a3"]]
+    (tmp_path / "ix" / "index.faiss").write_bytes((tmp_path / "other" / "index.faiss").read_bytes())
+    with pytest.raises(ValueError, match="is not the index"):
+        EditIndex.load(tmp_path / "ix")
+    assert not list((tmp_path / "ix").glob(".*tmp"))  # temporary files renamed, none left
+
+
 def test_index_switches_from_flat_to_ivf_retrains_and_persists(tmp_path: Path) -> None:
     vectors = unit_rows(2000, seed=2)
     ids = [f"e{i}" for i in range(2000)]

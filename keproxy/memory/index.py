@@ -24,9 +24,11 @@ scope_id)``) that search-time filters read without touching the store. Not threa
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import secrets
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -50,7 +52,7 @@ IndexKind = Literal["flat", "ivf", "hnsw"]
 Tag = tuple[str, ...] | tuple[str, str, str | None]
 _INDEX_FILE = "index.faiss"
 _MAP_FILE = "ids.json"
-_FORMAT = 1
+_FORMAT = 2  # 2: ids.json carries the digest of index.faiss
 
 
 class EditIndex:
@@ -353,14 +355,20 @@ class EditIndex:
     # -- persistence -----------------------------------------------------------------------------------------
 
     def save(self, directory: Path | str) -> None:
-        """Write ``index.faiss`` (faiss.write_index) and ``ids.json`` (id map, tags, change_seq, store_id,
-        model, parameters) into ``directory`` (created when missing), each atomically (write then rename)."""
+        """Write ``index.faiss`` (faiss.serialize_index) and ``ids.json`` (id map, tags, change_seq, store_id,
+        model, parameters, the index file's BLAKE2b digest) into ``directory`` (created when missing), each
+        atomically (a temporary file of this process, then a rename). Several processes may save into the same
+        folder (``keproxy serve --workers``): ``load`` refuses an ``ids.json`` whose digest is not the
+        ``index.faiss`` next to it."""
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
-        tmp_index = folder / f".{_INDEX_FILE}.tmp"
-        faiss.write_index(self._index, str(tmp_index))
+        data = faiss.serialize_index(self._index).tobytes()
+        suffix = f".{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        tmp_index = folder / f".{_INDEX_FILE}{suffix}"
+        tmp_index.write_bytes(data)
         meta = {
             "format": _FORMAT,
+            "digest": hashlib.blake2b(data, digest_size=16).hexdigest(),
             "dim": self.dim,
             "kind": self.kind,
             "next_id": self._next_id,
@@ -373,7 +381,7 @@ class EditIndex:
                        "ef_construction": self.ef_construction, "ef_search": self.ef_search},
             "entries": [[fid, edit_id, list(self._tags[fid])] for fid, edit_id in self._eid.items()],
         }  # fmt: skip
-        tmp_map = folder / f".{_MAP_FILE}.tmp"
+        tmp_map = folder / f".{_MAP_FILE}{suffix}"
         tmp_map.write_text(json.dumps(meta, separators=(",", ":")))
         os.replace(tmp_index, folder / _INDEX_FILE)
         os.replace(tmp_map, folder / _MAP_FILE)
@@ -382,7 +390,8 @@ class EditIndex:
     def load(cls, directory: Path | str, **params: Any) -> EditIndex:
         """The index saved in ``directory``; ``params`` override the saved parameters (not ``dim``).
 
-        Raises FileNotFoundError when a file is missing, ValueError when they are unreadable or disagree.
+        Raises FileNotFoundError when a file is missing, ValueError when they are unreadable or disagree
+        (another process replaced one of the pair: the digest differs).
         """
         folder = Path(directory)
         try:
@@ -391,10 +400,11 @@ class EditIndex:
             raise ValueError(f"unreadable {folder / _MAP_FILE}: {exc}") from None
         if meta.get("format") != _FORMAT:
             raise ValueError(f"{folder / _MAP_FILE}: unknown format {meta.get('format')!r}")
-        if not (folder / _INDEX_FILE).is_file():
-            raise FileNotFoundError(folder / _INDEX_FILE)
+        data = (folder / _INDEX_FILE).read_bytes()  # FileNotFoundError when missing
+        if meta.get("digest") != hashlib.blake2b(data, digest_size=16).hexdigest():
+            raise ValueError(f"{folder / _INDEX_FILE} is not the index {folder / _MAP_FILE} describes")
         index = cls(meta["dim"], **{**meta["params"], **params})
-        raw: Any = faiss.read_index(str(folder / _INDEX_FILE))
+        raw: Any = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
         kind = meta["kind"]
         expected = "IndexIVFFlat" if kind == "ivf" else "IndexIDMap2"
         if kind not in ("flat", "ivf", "hnsw") or type(raw).__name__ != expected or raw.d != index.dim:
