@@ -8,11 +8,9 @@ keproxy demo                                                        serve the lo
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -66,6 +64,8 @@ def serve(
     ] = None,
 ) -> None:
     """Run the proxy. With no configured models it starts the embedded SmolLM2 model (no network)."""
+    import logging
+
     import uvicorn
 
     from keproxy.proxy.app import create_app
@@ -75,7 +75,9 @@ def serve(
         transcripts_db=transcripts_db, data_dir=data_dir, log_level=log_level, workers=workers,
     )  # fmt: skip
     settings = _settings(config, **overrides)
-    _configure_logging(settings)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     run = dict(host=settings.host, port=settings.port, log_level=settings.log_level)
     try:
         if settings.workers == 1:
@@ -87,34 +89,16 @@ def serve(
                 "server's api_base) to serve with several workers",
                 param="workers",
             )
-        # uvicorn's workers import the app: worker_app rebuilds these same settings in each process
-        os.environ[_WORKER_ARGS] = json.dumps({"config": config, "overrides": overrides}, default=str)
-        uvicorn.run("keproxy.cli:worker_app", factory=True, workers=settings.workers, **run)  # type: ignore[arg-type]
+        from keproxy.proxy.workers import serve_workers
+
+        code = serve_workers(settings.workers, config, overrides, settings.host, settings.port)
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc.message}")
         raise typer.Exit(2) from None
-
-
-_WORKER_ARGS = "KEPROXY_SERVE_WORKER_ARGS"
-
-
-def _configure_logging(settings: Settings) -> None:
-    import logging
-
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-
-
-def worker_app() -> Any:
-    """The app of one ``keproxy serve --workers N`` process (uvicorn's factory): the settings ``serve`` loaded,
-    from the same config file and overrides (passed in the environment). Raises ConfigError."""
-    from keproxy.proxy.app import create_app
-
-    args = json.loads(os.environ[_WORKER_ARGS])
-    settings = load_settings(args["config"], **args["overrides"])
-    _configure_logging(settings)
-    return create_app(settings)
+    except OSError as exc:  # --workers: the port cannot be bound
+        console.print(f"[red]error:[/red] {settings.host}:{settings.port}: {exc}")
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
 
 
 @transcripts_app.command("export")

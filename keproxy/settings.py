@@ -198,7 +198,7 @@ class Settings(BaseSettings):
     workers: int = Field(
         default=1,
         ge=1,
-        description="Server processes sharing the port (`keproxy serve`, uvicorn's workers). Each keeps its own "
+        description="Server processes sharing the port (`keproxy serve`; SO_REUSEPORT, see keproxy.proxy.workers). Each keeps its own "
         "edit index, caught up with the shared store before every retrieval, and its own rate limiter (a "
         "key's rpm applies per process). The embedded local model needs 1: configure `models` instead.",
     )

@@ -11,9 +11,7 @@ answers:
 1. the bearer key (``Authenticator``: 401 / 429 with ``retry-after``);
 2. the body, parsed by orjson (strict JSON: 400 ``the body is not valid JSON (at character N: ...)``) and
    validated by pydantic (``ChatCompletionRequest``: 400 ``<param>: <msg>``);
-3. ``ChatService.prepare`` then ``complete`` (one JSON answer) or ``open_stream`` (server-sent events);
-4. after the answer is sent, it waits for the commit of the request's transcript row (queued before the
-   answer went out), so the commit is off the answer's path but inside the request's cycle.
+3. ``ChatService.prepare`` then ``complete`` (one JSON answer) or ``open_stream`` (server-sent events).
 
 Errors are OpenAI's error body (``keproxy.errors.error_body``); anything outside keproxy's error tree is
 logged and answered 500. A streamed answer stops when the client disconnects (uvicorn's ``http.disconnect``):
@@ -25,7 +23,6 @@ The route's OpenAPI description is ``chat_completions_schema`` (see ``keproxy.pr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -37,7 +34,7 @@ from pydantic import ValidationError
 from keproxy.errors import KeproxyError, error_body, invalid_json, validation_error
 from keproxy.proxy.auth import Authenticator, Principal
 from keproxy.proxy.protocol import ChatCompletionRequest
-from keproxy.proxy.serving import ChatService, PreparedRequest, new_request_id
+from keproxy.proxy.serving import SSE_DONE, ChatService, PreparedRequest, new_request_id
 
 __all__ = ["PATH", "ChatCompletionsEndpoint", "chat_completions_schema"]
 
@@ -72,8 +69,8 @@ class ChatCompletionsEndpoint:
             body = await _read_body(receive)
             if body is None:
                 return  # the client left before sending its body: nothing to answer
-            request = _parse(body)
-            prepared = await service.prepare(request, new_request_id(), tenant=principal.tenant)
+            wire, request = _parse(body)
+            prepared = await service.prepare(request, new_request_id(), tenant=principal.tenant, wire=wire)
         except Exception as exc:
             await _send_error(send, exc)
             return
@@ -81,9 +78,6 @@ class ChatCompletionsEndpoint:
             await _respond(service, prepared, request.stream, receive, send)
         except Exception as exc:
             await _send_error(send, exc)
-        finally:
-            if prepared.logged is not None:  # the answer is out: now wait for its transcript's commit
-                await asyncio.wait((prepared.logged,))  # a failed write is logged by the service
 
 
 async def _send_error(send: Send, exc: Exception) -> None:
@@ -117,14 +111,15 @@ async def _read_body(receive: Receive) -> bytes | None:
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _parse(body: bytes) -> ChatCompletionRequest:
-    """The validated request; raises InvalidRequestError (400) for bad JSON or a body the model rejects."""
+def _parse(body: bytes) -> tuple[dict[str, Any], ChatCompletionRequest]:
+    """The parsed body and the request validated from it; raises InvalidRequestError (400) for bad JSON or a
+    body the model rejects."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise invalid_json(exc.pos, exc.msg) from None
     try:
-        return ChatCompletionRequest.from_wire(data)
+        return data, ChatCompletionRequest.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc.errors()) from None
 
@@ -149,26 +144,45 @@ async def _respond(
 
 async def _stream_until_disconnect(events: AsyncIterator[bytes], receive: Receive, send: Send) -> None:
     """Send ``events`` as the response body; stop (cancelling the iterator, whose cleanup logs the transcript)
-    when the client disconnects first."""
-    sender = asyncio.ensure_future(_send_events(events, send))
-    watcher = asyncio.ensure_future(_wait_for_disconnect(receive))
+    when the client disconnects first. One watcher task listens for ``http.disconnect`` and cancels this task
+    while it is still sending; the cancellation is then absorbed here."""
+    task = asyncio.current_task()
+    assert task is not None
+    state = {"sending": True, "gone": False}
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if state["sending"]:
+            state["gone"] = True
+            task.cancel()
+
+    watcher = asyncio.ensure_future(watch())
     try:
-        await asyncio.wait((sender, watcher), return_when=asyncio.FIRST_COMPLETED)
+        await _send_events(events, send)
+    except asyncio.CancelledError:
+        if not state["gone"]:
+            raise  # cancelled from outside (shutdown): not ours to absorb
+        task.uncancel()
     finally:
+        state["sending"] = False
         watcher.cancel()
-        if not sender.done():
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender
-    if not sender.cancelled() and sender.exception() is not None:  # the response has started: log only
-        logger.error("sending the stream failed", exc_info=sender.exception())
+    if watcher.done() and not watcher.cancelled() and watcher.exception() is not None:
+        logger.error("watching for the client's disconnect failed", exc_info=watcher.exception())
 
 
 async def _send_events(events: AsyncIterator[bytes], send: Send) -> None:
+    last = b""  # [DONE], the relay's last event, goes out with the end of the body: one write less
     try:
         async for event in events:
-            await send({"type": "http.response.body", "body": event, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if last:
+                await send({"type": "http.response.body", "body": last, "more_body": True})
+                last = b""
+            if event == SSE_DONE:
+                last = event
+            else:
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+        await send({"type": "http.response.body", "body": last, "more_body": False})
     finally:
         aclose = getattr(events, "aclose", None)
         if aclose is not None:

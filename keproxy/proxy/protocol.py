@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "ChatCompletionRequest",
@@ -68,15 +68,6 @@ class ChatCompletionRequest(OpenAIBaseModel):
         default=None, description="OpenAI's end-user id; keproxy also uses it as the scope of user edits."
     )
     keproxy: KeproxyOptions | None = Field(default=None, description="keproxy extension (not OpenAI).")
-    _wire: dict[str, Any] | None = PrivateAttr(default=None)
-
-    @classmethod
-    def from_wire(cls, data: Any) -> ChatCompletionRequest:
-        """Validate a parsed JSON body and keep it, so that ``upstream_body`` forwards what the client sent
-        instead of re-serialising the model (~20 µs a request). Raises pydantic.ValidationError."""
-        request = cls.model_validate(data)
-        request._wire = data
-        return request
 
     @field_validator("messages")
     @classmethod
@@ -85,11 +76,13 @@ class ChatCompletionRequest(OpenAIBaseModel):
             raise ValueError("messages must contain at least one message")
         return value
 
-    def upstream_body(self) -> dict[str, Any]:
-        """The body to forward: everything the client sent except the keproxy extension (a new dict and a new
-        ``messages`` list; the message dicts are the request's own)."""
-        if self._wire is not None:
-            body = {k: v for k, v in self._wire.items() if k != "keproxy"}
+    def upstream_body(self, wire: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The body to forward: everything the client sent except the keproxy extension.
+
+        wire: the parsed JSON this request was validated from; given, it is forwarded as received (a new dict
+        and ``messages`` list, the message dicts its own) instead of re-serialising the model (~20 µs)."""
+        if wire is not None:
+            body = {k: v for k, v in wire.items() if k != "keproxy"}
             body["messages"] = list(body["messages"])
             return body
         body = self.model_dump(exclude_unset=True, exclude={"keproxy"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Upstream"]
+__all__ = ["Upstream", "stream_batches"]
 
 
 @runtime_checkable
@@ -29,3 +29,17 @@ class Upstream(Protocol):
     def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]: ...
 
     async def aclose(self) -> None: ...
+
+
+def stream_batches(upstream: Upstream, body: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
+    """The upstream's stream as lists of chunks that arrived together: ``upstream.stream_batches`` when it has
+    one (``HTTPUpstream``: one network read each), else one chunk per list. Raises like ``stream``."""
+    batches = getattr(upstream, "stream_batches", None)
+    if batches is not None:
+        return batches(body)
+    return _one_by_one(upstream.stream(body))
+
+
+async def _one_by_one(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[list[dict[str, Any]]]:
+    async for chunk in chunks:
+        yield [chunk]

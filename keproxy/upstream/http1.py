@@ -21,6 +21,7 @@ closed early, a malformed response).
 from __future__ import annotations
 
 import asyncio
+import collections
 import ssl
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
@@ -165,12 +166,9 @@ class Response:
     """The answer to one request: ``status``, then the body (``read`` or ``chunks``). ``release`` (or leaving
     ``async with``) hands the connection back, or closes it when the body was not read to its end."""
 
-    def __init__(
-        self, pool: ConnectionPool, conn: _Connection, read_timeout: float | None, slots: asyncio.Semaphore
-    ) -> None:
+    def __init__(self, pool: ConnectionPool, conn: _Connection, read_timeout: float | None) -> None:
         self._pool = pool
         self._conn = conn
-        self._slots = slots
         self._timeout = read_timeout
         self.status = conn.status
 
@@ -196,7 +194,6 @@ class Response:
 
     def release(self) -> None:
         if self._conn is not None:
-            self._slots.release()
             self._pool._release(self._conn)
             self._conn = None  # type: ignore[assignment]
 
@@ -242,7 +239,8 @@ class ConnectionPool:
         self._read_timeout = read_timeout
         self._max_connections = max_connections
         self._loop: asyncio.AbstractEventLoop | None = None  # connections belong to one event loop
-        self._slots = asyncio.Semaphore(max_connections)
+        self._in_use = 0  # connections lent out (at most max_connections)
+        self._queue: collections.deque[asyncio.Future[None]] = collections.deque()  # requests waiting for one
         self._idle: list[_Connection] = []
 
     async def post(self, path: str, body: bytes) -> Response:
@@ -256,10 +254,8 @@ class ConnectionPool:
         )
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # first use, or a new event loop (asyncio.run again): start afresh
-            self._loop, self._idle = loop, []
-            self._slots = asyncio.Semaphore(self._max_connections)
-        slots = self._slots
-        await slots.acquire()
+            self._loop, self._idle, self._in_use, self._queue = loop, [], 0, collections.deque()
+        await self._acquire(loop)
         try:
             conn = await self._connection()
             try:
@@ -270,9 +266,34 @@ class ConnectionPool:
                 conn = await self._open()  # the server closed the idle connection: once more, on a new one
                 await self._send(conn, request)
         except BaseException:
-            slots.release()
+            self._release_slot()
             raise
-        return Response(self, conn, self._read_timeout, slots)
+        return Response(self, conn, self._read_timeout)
+
+    async def _acquire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take one of the ``max_connections`` slots, waiting in line when all are lent out. (A counter and
+        a queue of futures: asyncio.Semaphore cost ~3% of a proxied request's CPU.)"""
+        if self._in_use < self._max_connections and not self._queue:
+            self._in_use += 1
+            return
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._queue.append(waiter)
+        try:
+            await waiter  # the slot is handed over by _release_slot
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._release_slot()  # handed over, but this request is gone: pass it on
+            elif waiter in self._queue:
+                self._queue.remove(waiter)
+            raise
+
+    def _release_slot(self) -> None:
+        while self._queue:
+            waiter = self._queue.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot goes to the next in line
+                return
+        self._in_use -= 1
 
     async def _send(self, conn: _Connection, request: bytes) -> None:
         try:
@@ -303,6 +324,8 @@ class ConnectionPool:
         return conn
 
     def _release(self, conn: _Connection) -> None:
+        if asyncio.get_running_loop() is self._loop:  # (a Response of an earlier event loop: nothing to free)
+            self._release_slot()
         if conn.reusable and asyncio.get_running_loop() is self._loop:
             self._idle.append(conn)
         else:

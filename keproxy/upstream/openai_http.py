@@ -90,32 +90,35 @@ class HTTPUpstream:
         Raises UpstreamError when the stream breaks, carries invalid JSON or a chunk that is not an object, or
         ends without ``[DONE]``.
         """
+        async for batch in self.stream_batches(body):
+            for chunk in batch:
+                yield chunk
+
+    async def stream_batches(self, body: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
+        """``stream``'s chunks, those that arrived in one network read together (never an empty list): a fast
+        upstream's answer often comes in one piece, and the relay then sends it to the client in one write.
+        Raises like ``stream``, after yielding the chunks that came before the fault."""
         done = False
         try:
             async with await self._pool.post("/chat/completions", self._payload(body, True)) as resp:
                 await self._raise_for(resp)
-                async for line in _lines(resp.chunks()):
-                    if not line.startswith(b"data:"):
-                        continue  # blank separators, comments (": ping"), event names
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        done = True
+                rest = b""
+                async for data in resp.chunks():
+                    lines = (rest + data if rest else data).split(b"\n")
+                    rest = lines.pop()  # an incomplete line waits for the next read
+                    batch, done, error = self._events(lines)
+                    if batch:
+                        yield batch
+                    if error is not None:
+                        raise error
+                    if done:
                         break
-                    try:
-                        chunk = orjson.loads(data)
-                    except orjson.JSONDecodeError as exc:
-                        raise UpstreamError(f"upstream {self.name} sent a malformed stream chunk") from exc
-                    if not isinstance(chunk, dict):
-                        raise UpstreamError(
-                            f"upstream {self.name} sent a stream chunk that is not a JSON object"
-                        )
-                    if "error" in chunk:
-                        message = (
-                            chunk["error"].get("message", "") if isinstance(chunk["error"], dict) else ""
-                        )
-                        message = redact(str(message), self._secrets)
-                        raise UpstreamError(f"upstream {self.name} failed mid-stream: {message}")
-                    yield chunk
+                else:
+                    batch, done, error = self._events([rest] if rest else [])
+                    if batch:
+                        yield batch
+                    if error is not None:
+                        raise error
         except TimeoutError as exc:
             raise UpstreamTimeoutError(f"upstream {self.name} timed out") from exc
         except OSError as exc:
@@ -123,19 +126,33 @@ class HTTPUpstream:
         if not done:
             raise UpstreamError(f"upstream {self.name} stream ended without [DONE]")
 
+    def _events(self, lines: list[bytes]) -> tuple[list[dict[str, Any]], bool, UpstreamError | None]:
+        """The chunks of these SSE lines, whether ``[DONE]`` came, and the fault that stopped the reading."""
+        chunks: list[dict[str, Any]] = []
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue  # blank separators, comments (": ping"), event names
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                return chunks, True, None
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                return chunks, False, UpstreamError(f"upstream {self.name} sent a malformed stream chunk")
+            if not isinstance(chunk, dict):
+                return (
+                    chunks,
+                    False,
+                    UpstreamError(f"upstream {self.name} sent a stream chunk that is not a JSON object"),
+                )
+            if "error" in chunk:
+                error = chunk["error"]
+                message = redact(
+                    str(error.get("message", "") if isinstance(error, dict) else ""), self._secrets
+                )
+                return chunks, False, UpstreamError(f"upstream {self.name} failed mid-stream: {message}")
+            chunks.append(chunk)
+        return chunks, False, None
+
     async def aclose(self) -> None:
         await self._pool.aclose()
-
-
-async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The lines of a byte stream (each with its line end; the last one without, when unterminated)."""
-    rest = b""
-    async for chunk in chunks:
-        if rest:
-            chunk = rest + chunk
-        lines = chunk.split(b"\n")
-        rest = lines.pop()
-        for line in lines:
-            yield line + b"\n"
-    if rest:
-        yield rest
