@@ -44,6 +44,17 @@ async def test_health_and_models(stub_client: httpx.AsyncClient) -> None:
     assert {"echo", "slow", "down"} <= set(ids)
 
 
+async def test_openapi_documents_chat_completions(stub_client: httpx.AsyncClient) -> None:
+    """POST /v1/chat/completions is served ahead of FastAPI's router (keproxy.proxy.chat_endpoint) and still
+    described in the schema, with its request body; GET on it is not a route."""
+    schema = (await stub_client.get("/openapi.json")).json()
+    operation = schema["paths"]["/v1/chat/completions"]["post"]
+    ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert ref.endswith("/ChatCompletionRequest")
+    assert {"model", "messages"} <= set(schema["components"]["schemas"]["ChatCompletionRequest"]["required"])
+    assert (await stub_client.get("/v1/chat/completions")).status_code == 405
+
+
 async def test_mock_completion_is_logged(mock_client: httpx.AsyncClient) -> None:
     messages = [{"role": "user", "content": "Hello there"}]
     resp = await mock_client.post("/v1/chat/completions", json={"model": "any-alias", "messages": messages})

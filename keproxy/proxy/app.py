@@ -105,7 +105,7 @@ class KeproxyAPI(FastAPI):
         self._chat_completions = ChatCompletionsEndpoint(self.state)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] == PATH and scope["method"] == "POST":
+        if scope["type"] == "http" and scope["path"] == PATH:
             scope["app"] = self
             await self._chat_completions(scope, receive, send)  # type: ignore[arg-type]
             return

@@ -48,6 +48,9 @@ Receive = Any  # Callable[[], Awaitable[Message]]
 Send = Any  # Callable[[Message], Awaitable[None]]
 
 _JSON = (b"content-type", b"application/json")
+_METHOD_NOT_ALLOWED = {
+    "error": {"message": "Method Not Allowed", "type": "invalid_request_error", "param": None, "code": None}
+}
 _SSE = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -63,6 +66,9 @@ class ChatCompletionsEndpoint:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            await _send_json(send, 405, _METHOD_NOT_ALLOWED, {"allow": "POST"})
+            return
         service: ChatService = self.state.service
         try:
             principal = _authenticate(self.state.auth, scope)
