@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import time
 from collections.abc import Callable
 from typing import Any

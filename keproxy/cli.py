@@ -66,10 +66,6 @@ def serve(
     """Run the proxy. With no configured models it starts the embedded SmolLM2 model (no network)."""
     import logging
 
-    import uvicorn
-
-    from keproxy.proxy.app import create_app
-
     overrides = dict(
         host=host, port=port, mock_response=mock_response, default_strategy=default_strategy,
         transcripts_db=transcripts_db, data_dir=data_dir, log_level=log_level, workers=workers,
@@ -81,6 +77,10 @@ def serve(
     run = dict(host=settings.host, port=settings.port, log_level=settings.log_level)
     try:
         if settings.workers == 1:
+            import uvicorn
+
+            from keproxy.proxy.app import create_app
+
             uvicorn.run(create_app(settings), **run)  # type: ignore[arg-type]
             return
         if settings.uses_local_model():

@@ -345,7 +345,8 @@ class EditIndex:
             fids = [f for f in fids if accept(self._eid[f], self._tags[f])]
         if not fids:
             return [[] for _ in range(len(array))]
-        stored = np.stack([self._index.reconstruct(f) for f in fids]).astype(np.float32)
+        # one C++ loop (reconstruct_batch): one reconstruct call per edit from Python cost ~15 µs each
+        stored = self._index.reconstruct_batch(np.asarray(fids, dtype=np.int64)).astype(np.float32, copy=False)
         scores = array @ stored.T
         top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
         return [
