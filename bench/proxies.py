@@ -5,8 +5,11 @@ separate server process in front of that same mock, and drives it with ``bench/l
 
 - ``direct``: the mock itself (the baseline that "added latency" is measured against, and the ceiling of
   mock + load generator on this machine);
+- ``floor``: ``bench/floor_app.py``, a bare ASGI pass-through (uvicorn + keproxy's HTTP/1.1 client, no parsing,
+  no logging): what the HTTP stack alone adds on this machine, one process;
 - ``keproxy``: passthrough, no editor on: the alias is an OpenAI-protocol ``api_base`` (the pooled
-  ``HTTPUpstream`` fast path), strategy ``otc``, no detectors, edit_mode ``off``;
+  ``HTTPUpstream`` fast path), strategy ``otc``, no detectors, edit_mode ``off``; ``--keproxy-workers``
+  processes (default: one per core); ``keproxy-1w``: the same with one process;
 - ``keproxy-litellm``: the same alias with ``transport: litellm`` (``litellm.acompletion`` translates);
 - ``keproxy-memory``: detection + retrieval: the default detectors (template, cue), an edit memory with
   ``--edits`` imported edits (synthetic CounterFact records, ``keproxy edits import``), edit_mode
@@ -74,7 +77,7 @@ import yaml
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-TARGETS = ("direct", "keproxy", "keproxy-1w", "keproxy-litellm", "keproxy-memory", "litellm-proxy")
+TARGETS = ("direct", "floor", "keproxy", "keproxy-1w", "keproxy-litellm", "keproxy-memory", "litellm-proxy")
 LITELLM_SPEC = "litellm[proxy]==1.106.2"
 API_KEY = "sk-keproxy-bench-0123456789abcdef"
 MODEL = "mock"
@@ -269,6 +272,14 @@ def start_target(name: str, mock_url: str, work: Path, args: argparse.Namespace)
     if args.torch_threads and name.startswith("keproxy"):
         env["OMP_NUM_THREADS"] = str(args.torch_threads)  # torch's intra-op threads (query embeddings)
     base = f"http://127.0.0.1:{port}/v1"
+    if name == "floor":
+        cmd = [sys.executable, "-m", "uvicorn", "floor_app:app", "--app-dir", str(BENCH), "--host", "127.0.0.1",
+               "--port", str(port), "--log-level", "warning", "--no-access-log"]  # fmt: skip
+        server = Server(
+            name, cmd, log=folder / "server.log", cwd=folder, env={**env, "FLOOR_UPSTREAM": mock_url}
+        )
+        server.wait_ready(f"http://127.0.0.1:{port}/health", timeout=60)
+        return server, base
     if name == "litellm-proxy":
         exe = ensure_litellm_venv(args.litellm_venv)
         config = {
