@@ -346,7 +346,8 @@ class EditIndex:
         if not fids:
             return [[] for _ in range(len(array))]
         # one C++ loop (reconstruct_batch): one reconstruct call per edit from Python cost ~15 µs each
-        stored = self._index.reconstruct_batch(np.asarray(fids, dtype=np.int64)).astype(np.float32, copy=False)
+        keys = np.asarray(fids, dtype=np.int64)
+        stored = self._index.reconstruct_batch(keys).astype(np.float32, copy=False)
         scores = array @ stored.T
         top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
         return [
