@@ -5,7 +5,8 @@ The tree::
     KeproxyError                      500 "server_error"
      ├── ConfigError                  (start-up only: bad settings, names the field)
      ├── InvalidRequestError          400 "invalid_request_error"
-     │    └── ModelNotFoundError      404 "invalid_request_error", code "model_not_found"
+     │    ├── ModelNotFoundError      404 "invalid_request_error", code "model_not_found"
+     │    └── RequestTooLargeError    413 "invalid_request_error", code "request_too_large"
      ├── AuthenticationError          401 "authentication_error", code "invalid_api_key"
      ├── PermissionDeniedError        403 "permission_error", code "admin_key_required"
      ├── RateLimitError               429 "requests", code "rate_limit_exceeded" (header retry-after)
@@ -34,6 +35,7 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",
+    "RequestTooLargeError",
     "UpstreamError",
     "UpstreamTimeoutError",
     "error_body",
@@ -66,6 +68,13 @@ class ConfigError(KeproxyError):
 class InvalidRequestError(KeproxyError):
     status_code = 400
     error_type = "invalid_request_error"
+
+
+class RequestTooLargeError(InvalidRequestError):
+    """The request body is over the ``max_body_bytes`` setting."""
+
+    status_code = 413
+    code = "request_too_large"
 
 
 class ModelNotFoundError(InvalidRequestError):

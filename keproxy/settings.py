@@ -195,6 +195,12 @@ class Settings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", description="Address the proxy listens on.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port the proxy listens on.")
+    max_body_bytes: int = Field(
+        default=32 * 2**20,
+        ge=1,
+        description="Largest request body accepted, in bytes; a bigger one is answered 413 (request_too_large) "
+        "before it is read whole.",
+    )
     workers: int = Field(
         default=1,
         ge=1,

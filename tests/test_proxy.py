@@ -293,3 +293,27 @@ async def test_editor_upstream_calls_are_recorded(stub_client: httpx.AsyncClient
     assert failed.status_code == 502
     rows = [t for t in service.store.iter_all() if t.alias == "fail500"]
     assert rows[-1].status == 502 and rows[-1].corrections
+
+
+async def test_bodies_over_max_body_bytes_are_413_and_lose_nothing(tmp_path: Path) -> None:
+    """A body over ``max_body_bytes`` is refused with OpenAI's error shape, on chat completions (keproxy's
+    endpoint) and on FastAPI's routes; nothing is logged for it and normal requests still work."""
+    settings = load_settings(mock_response="ok", data_dir=tmp_path, max_body_bytes=4000)
+    small = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    big = {"model": "m", "messages": [{"role": "user", "content": "y" * 5000}]}
+    async for client in client_for(settings):
+        refused = await client.post("/v1/chat/completions", json=big)
+        refused_edit = await client.post("/v1/edits", json={"text": "z" * 5000})
+        kept = await client.post("/v1/chat/completions", json=small)
+        rows = list(client.app.state.service.store.iter_all())  # type: ignore[attr-defined]
+    assert refused.status_code == 413
+    assert refused.json()["error"]["code"] == "request_too_large"
+    assert "max_body_bytes" in refused.json()["error"]["message"]
+    assert refused_edit.status_code == 413 and set(refused_edit.json()["error"]) == {
+        "message",
+        "type",
+        "param",
+        "code",
+    }
+    assert kept.status_code == 200 and kept.json()["choices"][0]["message"]["content"] == "ok"
+    assert [r.status for r in rows] == [200]

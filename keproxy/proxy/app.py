@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from keproxy import __version__
 from keproxy.editors.detection import CompositeDetector, DetectorResources, build_detector
 from keproxy.editors.registry import EditorRegistry, EditorResources
-from keproxy.errors import ConfigError, KeproxyError, error_body, validation_error
+from keproxy.errors import ConfigError, KeproxyError, RequestTooLargeError, error_body, validation_error
 from keproxy.memory.embeddings import Embedder
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import EditStore, SQLiteEditStore
@@ -98,10 +98,15 @@ def _stores(settings: Settings) -> tuple[TranscriptStore, EditStore]:
 
 class KeproxyAPI(FastAPI):
     """FastAPI, except that ``POST /v1/chat/completions`` goes straight to ``ChatCompletionsEndpoint``, ahead of
-    FastAPI's middleware stack and router (the hot path: see :mod:`keproxy.proxy.chat_endpoint`)."""
+    FastAPI's middleware stack and router (the hot path: see :mod:`keproxy.proxy.chat_endpoint`).
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    max_body_bytes: the largest request body. Chat completions check it as they read; the other routes answer
+    413 with OpenAI's error body from the ``content-length`` header, and FastAPI's own limit (a plain-text
+    413) covers a body sent without one."""
+
+    def __init__(self, *, max_body_bytes: int, **kwargs: Any) -> None:
+        super().__init__(max_body_size=max_body_bytes, **kwargs)
+        self.max_body_bytes = max_body_bytes
         self._chat_completions = ChatCompletionsEndpoint(self.state)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
@@ -109,7 +114,21 @@ class KeproxyAPI(FastAPI):
             scope["app"] = self
             await self._chat_completions(scope, receive, send)  # type: ignore[arg-type]
             return
+        if scope["type"] == "http" and _content_length(scope) > self.max_body_bytes:
+            exc = RequestTooLargeError(
+                f"the request body is over {self.max_body_bytes} bytes (setting max_body_bytes)"
+            )
+            await _error_response(exc.status_code, error_body(exc))(scope, receive, send)
+            return
         await super().__call__(scope, receive, send)
+
+
+def _content_length(scope: MutableMapping[str, Any]) -> int:
+    """The request's ``content-length`` (0 when absent or unreadable)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -160,6 +179,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     # FastAPI's telemetry hooks read os.environ on every request (~2-3% of a passthrough's CPU, py-spy)
     app = KeproxyAPI(
+        max_body_bytes=settings.max_body_bytes,
         title="keproxy", version=__version__, lifespan=lifespan,
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )  # fmt: skip

@@ -31,7 +31,7 @@ import orjson
 from fastapi import APIRouter, Depends
 from pydantic import ValidationError
 
-from keproxy.errors import KeproxyError, error_body, invalid_json, validation_error
+from keproxy.errors import KeproxyError, RequestTooLargeError, error_body, invalid_json, validation_error
 from keproxy.proxy.auth import Authenticator, Principal
 from keproxy.proxy.protocol import ChatCompletionRequest
 from keproxy.proxy.serving import SSE_DONE, ChatService, PreparedRequest, new_request_id
@@ -72,7 +72,7 @@ class ChatCompletionsEndpoint:
         service: ChatService = self.state.service
         try:
             principal = _authenticate(self.state.auth, scope)
-            body = await _read_body(receive)
+            body = await _read_body(receive, service.settings.max_body_bytes)
             if body is None:
                 return  # the client left before sending its body: nothing to answer
             wire, request = _parse(body)
@@ -105,14 +105,20 @@ def _authenticate(auth: Authenticator, scope: Scope) -> Principal:
     return auth.authenticate(header)
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    """The whole request body; None when the client disconnects first."""
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body; None when the client disconnects first. Raises RequestTooLargeError (413) as
+    soon as more than ``limit`` bytes have come."""
     chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return None
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLargeError(f"the request body is over {limit} bytes (setting max_body_bytes)")
+        chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
