@@ -71,10 +71,13 @@ class InvalidRequestError(KeproxyError):
 
 
 class RequestTooLargeError(InvalidRequestError):
-    """The request body is over the ``max_body_bytes`` setting."""
+    """The request body is over ``limit`` bytes (the ``max_body_bytes`` setting)."""
 
     status_code = 413
     code = "request_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the request body is over {limit} bytes (setting max_body_bytes)")
 
 
 class ModelNotFoundError(InvalidRequestError):

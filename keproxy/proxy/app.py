@@ -115,9 +115,7 @@ class KeproxyAPI(FastAPI):
             await self._chat_completions(scope, receive, send)  # type: ignore[arg-type]
             return
         if scope["type"] == "http" and _content_length(scope) > self.max_body_bytes:
-            exc = RequestTooLargeError(
-                f"the request body is over {self.max_body_bytes} bytes (setting max_body_bytes)"
-            )
+            exc = RequestTooLargeError(self.max_body_bytes)
             await _error_response(exc.status_code, error_body(exc))(scope, receive, send)
             return
         await super().__call__(scope, receive, send)

@@ -117,7 +117,7 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise RequestTooLargeError(f"the request body is over {limit} bytes (setting max_body_bytes)")
+            raise RequestTooLargeError(limit)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
