@@ -57,7 +57,6 @@ class _Connection(asyncio.Protocol):
         self.body: list[bytes] = []
         self.buffered = 0
         self._framed = False  # content-length or chunked: the close does not end the body
-        self._header = b""
         self._waiter: asyncio.Future[None] | None = None
 
     # -- asyncio.Protocol --
