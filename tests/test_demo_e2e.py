@@ -12,15 +12,14 @@ import shutil
 import struct
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
 from keproxy.upstream.local import free_port
+from tests.conftest import wait_healthy
 
 pytestmark = pytest.mark.e2e
 
@@ -68,16 +67,7 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     process = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert process.poll() is None, f"keproxy serve exited with {process.returncode}"
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "keproxy serve did not become healthy in 180 s"
-            time.sleep(0.3)
+        wait_healthy(url, process, timeout_s=180)
         yield url
     finally:
         process.terminate()

@@ -31,6 +31,7 @@ import pytest
 
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.upstream.local import free_port
+from tests.conftest import wait_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -181,16 +182,7 @@ def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     with open(tmp_path / "serve.log", "wb") as log:
         proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        assert proc.poll() is None, (tmp_path / "serve.log").read_text()
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "keproxy serve did not start"
-        time.sleep(0.2)
+    wait_healthy(base, proc, timeout_s=120, log=tmp_path / "serve.log")
     yield proc, base
     if proc.poll() is None:
         proc.kill()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import openai
 import pytest
 
 from keproxy.upstream.local import free_port
+from tests.conftest import wait_healthy
 
 pytestmark = pytest.mark.e2e
 
@@ -35,16 +35,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     process = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert process.poll() is None, f"keproxy serve exited with {process.returncode}"
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "keproxy serve did not become healthy"
-            time.sleep(0.5)
+        wait_healthy(url, process, timeout_s=300)
         yield url
     finally:
         process.terminate()

@@ -39,6 +39,7 @@ from psycopg import sql  # noqa: E402
 
 from keproxy.memory.pg_store import PostgresEditStore  # noqa: E402
 from keproxy.transcripts.postgres import PostgresTranscriptStore  # noqa: E402
+from tests.conftest import wait_healthy  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -282,21 +283,6 @@ def start_replica(pg_url: str, data_dir: Path) -> Replica:
     return Replica(f"http://127.0.0.1:{port}", process, log)
 
 
-def wait_healthy(replica: Replica, timeout_s: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        assert replica.process.poll() is None, f"keproxy serve exited:\n{replica.log.read_text()}"
-        try:
-            if httpx.get(f"{replica.url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, (
-            f"keproxy serve did not become healthy:\n{replica.log.read_text()}"
-        )
-        time.sleep(0.3)
-
-
 @pytest.fixture
 def replicas(pg_url: str, tmp_path: Path) -> Iterator[tuple[Replica, Replica]]:
     """Two ``keproxy serve`` processes (litellm mock upstream) sharing the database ``pg_url``, each with its
@@ -304,8 +290,8 @@ def replicas(pg_url: str, tmp_path: Path) -> Iterator[tuple[Replica, Replica]]:
     a = start_replica(pg_url, tmp_path / "a")
     b = start_replica(pg_url, tmp_path / "b")
     try:
-        wait_healthy(a)
-        wait_healthy(b)
+        wait_healthy(a.url, a.process, log=a.log)
+        wait_healthy(b.url, b.process, log=b.log)
         yield a, b
     finally:
         for replica in (a, b):

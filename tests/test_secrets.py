@@ -15,7 +15,6 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import yaml
 
 from keproxy.settings import Settings, load_settings
 from keproxy.upstream.local import free_port
-from tests.conftest import client_for
+from tests.conftest import client_for, wait_healthy
 from tests.upstream_stub import StubUpstream, ThreadedServer, make_stub_app, release_litellm
 
 PROXY_KEY = "sk-kp-proxy-secret-1f2e3d4c5b6a"
@@ -172,16 +171,7 @@ def test_no_secret_in_a_debug_servers_output(
         proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "keproxy serve did not start"
-            time.sleep(0.2)
+        wait_healthy(base, proc, timeout_s=120, log=log)
         with httpx.Client(base_url=base, timeout=30) as client:
             for path, body, key in _requests(server.url):
                 headers = {"authorization": f"Bearer {key}"} if key else {}

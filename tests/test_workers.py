@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -16,21 +15,9 @@ from typer.testing import CliRunner
 
 from keproxy.cli import app
 from keproxy.upstream.local import free_port
+from tests.conftest import wait_healthy
 
 QUESTION = "In which city is the Eiffel Tower?"
-
-
-def wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path, timeout_s: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        assert process.poll() is None, f"keproxy serve exited:\n{log.read_text()}"
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"keproxy serve did not become healthy:\n{log.read_text()}"
-        time.sleep(0.3)
 
 
 def workers_of(process: subprocess.Popen[bytes]) -> list[psutil.Process]:
@@ -49,7 +36,7 @@ def test_two_workers_share_the_port_the_edits_and_the_log(tmp_path: Path) -> Non
     with log.open("wb") as out:
         process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_healthy(url, process, log)
+        wait_healthy(url, process, log=log)
         workers = workers_of(process)
         assert len(workers) == 2
 
