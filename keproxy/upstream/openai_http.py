@@ -102,10 +102,7 @@ class HTTPUpstream:
         try:
             async with await self._pool.post("/chat/completions", self._payload(body, True)) as resp:
                 await self._raise_for(resp)
-                rest = b""
-                async for data in resp.chunks():
-                    lines = (rest + data if rest else data).split(b"\n")
-                    rest = lines.pop()  # an incomplete line waits for the next read
+                async for lines in _line_groups(resp.chunks()):
                     batch, done, error = self._events(lines)
                     if batch:
                         yield batch
@@ -113,12 +110,6 @@ class HTTPUpstream:
                         raise error
                     if done:
                         break
-                else:
-                    batch, done, error = self._events([rest] if rest else [])
-                    if batch:
-                        yield batch
-                    if error is not None:
-                        raise error
         except TimeoutError as exc:
             raise UpstreamTimeoutError(f"upstream {self.name} timed out") from exc
         except OSError as exc:
@@ -156,3 +147,15 @@ class HTTPUpstream:
 
     async def aclose(self) -> None:
         await self._pool.aclose()
+
+
+async def _line_groups(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
+    """The complete lines of each network read (without their line ends; an incomplete last line waits for the
+    next read), then the unterminated rest of the stream, if any, as a group of its own."""
+    rest = b""
+    async for data in chunks:
+        lines = (rest + data if rest else data).split(b"\n")
+        rest = lines.pop()
+        yield lines
+    if rest:
+        yield [rest]
