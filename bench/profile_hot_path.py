@@ -92,6 +92,7 @@ def main() -> None:
     if not Path(py_spy).exists():
         raise SystemExit("py-spy not found: .venv/bin/pip install py-spy")
     args.litellm_venv = None  # start_target reads these of proxies.py's options
+    args.keproxy_workers = 1  # py-spy samples one server process
     with tempfile.TemporaryDirectory(prefix="keproxy-profile-") as tmp:
         work = Path(tmp)
         port = proxies.free_port()

@@ -308,7 +308,7 @@ def start_target(name: str, mock_url: str, work: Path, args: argparse.Namespace)
                 check=True, cwd=folder, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         print(f"  imported {args.edits} edits in {time.perf_counter() - t0:.1f} s", flush=True)
-    workers = 1 if name == "keproxy-1w" else getattr(args, "keproxy_workers", 1)  # profile_hot_path: 1
+    workers = 1 if name == "keproxy-1w" else args.keproxy_workers
     cmd = [sys.executable, "-m", "keproxy", "serve", "--config", str(folder / "keproxy.yaml"), "--port", str(port),
            "--data-dir", str(data), "--log-level", "warning", "--workers", str(workers)]  # fmt: skip
     server = Server(name, cmd, log=folder / "server.log", cwd=folder, env=env)

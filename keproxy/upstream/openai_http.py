@@ -40,7 +40,6 @@ class HTTPUpstream:
     ) -> None:
         self.name = name
         self.model = model
-        self.url = api_base.rstrip("/") + "/chat/completions"
         self._secrets = (api_key,)  # redacted from the upstream's error messages
         headers = {"Content-Type": "application/json"}
         if api_key:
