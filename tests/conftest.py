@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -19,27 +17,6 @@ from keproxy.settings import Settings, load_settings
 from tests.upstream_stub import StubUpstream
 
 MOCK_TEXT = "Yes, that is right."
-
-
-def wait_healthy(
-    url: str, process: subprocess.Popen[bytes], *, timeout_s: float = 180.0, log: Path | None = None
-) -> None:
-    """Poll ``{url}/health`` until it answers 200. Fails when ``process`` (a ``keproxy serve``) exits first or
-    after ``timeout_s`` seconds, quoting ``log`` (its output file) when given."""
-
-    def tail() -> str:
-        return f":\n{log.read_text(errors='replace')}" if log is not None else ""
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        assert process.poll() is None, f"keproxy serve exited with {process.returncode}{tail()}"
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"keproxy serve did not become healthy in {timeout_s:g} s{tail()}"
-        time.sleep(0.3)
 
 
 @pytest.fixture(scope="session")

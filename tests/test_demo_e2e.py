@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from keproxy.eval.harness import wait_healthy
 from keproxy.upstream.local import free_port
-from tests.conftest import wait_healthy
 
 pytestmark = pytest.mark.e2e
 

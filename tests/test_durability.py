@@ -29,9 +29,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from keproxy.eval.harness import wait_healthy
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.upstream.local import free_port
-from tests.conftest import wait_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
+from keproxy.eval.harness import wait_healthy
 from keproxy.upstream.local import free_port
-from tests.conftest import wait_healthy
 
 pytestmark = pytest.mark.e2e
 

@@ -24,9 +24,10 @@ import orjson
 import pytest
 import yaml
 
+from keproxy.eval.harness import wait_healthy
 from keproxy.settings import Settings, load_settings
 from keproxy.upstream.local import free_port
-from tests.conftest import client_for, wait_healthy
+from tests.conftest import client_for
 from tests.upstream_stub import StubUpstream, ThreadedServer, make_stub_app, release_litellm
 
 PROXY_KEY = "sk-kp-proxy-secret-1f2e3d4c5b6a"

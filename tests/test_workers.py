@@ -14,8 +14,8 @@ import psutil
 from typer.testing import CliRunner
 
 from keproxy.cli import app
+from keproxy.eval.harness import wait_healthy
 from keproxy.upstream.local import free_port
-from tests.conftest import wait_healthy
 
 QUESTION = "In which city is the Eiffel Tower?"
 

@@ -80,6 +80,7 @@ __all__ = [
     "request_key",
     "run_harness",
     "serve_proxy",
+    "wait_healthy",
 ]
 
 #: Columns of ``runs.csv`` (the fields of :class:`RunResult`).
@@ -223,18 +224,26 @@ class HarnessReport:
 # --- the proxy ---------------------------------------------------------------------------------------------
 
 
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> None:
+def wait_healthy(
+    url: str, process: subprocess.Popen[bytes], timeout_s: float = 180.0, *, log: Path | None = None
+) -> None:
+    """Poll ``{url}/health`` until it answers 200. Raises HarnessError when ``process`` (a ``keproxy serve``)
+    exits first or after ``timeout_s`` seconds, quoting ``log`` (its output file) when given."""
+
+    def tail() -> str:
+        return f":\n{log.read_text(errors='replace')}" if log is not None else ""
+
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise HarnessError(f"keproxy serve exited with code {process.returncode}")
+            raise HarnessError(f"keproxy serve exited with code {process.returncode}{tail()}")
         try:
             if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.3)
-    raise HarnessError(f"keproxy serve did not become healthy within {timeout_s} s")
+    raise HarnessError(f"keproxy serve did not become healthy within {timeout_s} s{tail()}")
 
 
 @contextmanager
@@ -251,7 +260,7 @@ def serve_proxy(data_dir: Path, mock_response: str | None = None, timeout_s: flo
     process = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, process, timeout_s)
+        wait_healthy(url, process, timeout_s)
         yield url
     finally:
         process.terminate()
