@@ -137,6 +137,26 @@ def test_scorer_in_scope_and_out_of_scope() -> None:
     assert len(nli.calls) > 8
 
 
+def test_scorer_asks_each_pair_and_text_once() -> None:
+    nli, embedded = WordNLI(), []
+
+    def counting_embed(texts: Sequence[str]) -> np.ndarray:
+        embedded.extend(texts)
+        return bag_embed(texts)
+
+    scorer = PostEditScorer(nli, counting_embed)
+    y_o = "Marcel Maupi was a French actor."
+    no_edit = [case("simple", y_o, y_o), case("rephrase", y_o, y_o, x="Who was Marcel Maupi?")]
+    first = scorer.score(no_edit)
+    asked, texts = len(nli.calls), len(embedded)
+    assert len(set(nli.calls)) == asked and len(set(embedded)) == texts  # no duplicate within a batch
+    # a post-editor that retained both answers: every pair and text was seen in the no-edit row
+    assert scorer.score(no_edit) == first and (len(nli.calls), len(embedded)) == (asked, texts)
+    edited = case("simple", y_o, "Marcel Maupi was an Italian actor.")
+    assert scorer.score([edited, *no_edit])[1:] == first
+    assert len(nli.calls) > asked and 0 < len(embedded) - texts <= 2
+
+
 class SentenceNLI(WordNLI):
     """WordNLI on premises of at most 12 words; neutral on longer ones, as a sentence-pair model often is."""
 

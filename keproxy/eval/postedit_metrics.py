@@ -122,20 +122,14 @@ def premise_windows(premise: str, hypothesis: str) -> list[str]:
 def entailed(nli: NLIBackend, pairs: Sequence[tuple[str, str]]) -> list[bool]:
     """ent(a, b) of Algorithm 1 for each (premise a, hypothesis b): True when entailment is the NLI
     backend's most probable label for a or for one of its sentence windows (:func:`premise_windows`); one
-    batch for all pairs."""
+    batch for all pairs, each distinct (window, hypothesis) asked once."""
     if not pairs:
         return []
-    flat: list[tuple[str, str]] = []
-    owner: list[int] = []
-    for i, (premise, hypothesis) in enumerate(pairs):
-        for window in premise_windows(premise, hypothesis):
-            flat.append((window, hypothesis))
-            owner.append(i)
-    probs = np.asarray(nli.predict(flat))
-    out = [False] * len(pairs)
-    for i, row in zip(owner, probs, strict=True):
-        out[i] = out[i] or bool(row.argmax() == _ENTAILMENT)
-    return out
+    windows = [[(w, hypothesis) for w in premise_windows(premise, hypothesis)] for premise, hypothesis in pairs]
+    flat = list(dict.fromkeys(p for group in windows for p in group))
+    probs = np.asarray(nli.predict(flat)) if flat else np.zeros((0, 3), np.float32)
+    decided = {p: bool(row.argmax() == _ENTAILMENT) for p, row in zip(flat, probs, strict=True)}
+    return [any(decided[p] for p in group) for group in windows]
 
 
 def te_score(y_e: str, scope: Scope, o_old: str, o_new: str) -> float:
@@ -211,18 +205,32 @@ class PostEditScorer:
     nli: an :class:`~keproxy.nli.base.NLIBackend` (``predict(pairs) -> float32 (n, 3)``).
     embed: texts -> float32 (n, d) L2-normalised embeddings (e.g. ``Embedder.encode``; all-MiniLM-L6-v2 in
     postEdit App. C.3).
+
+    Entailment decisions and embeddings are remembered per text for the scorer's life: the rows of one table
+    share most of them (a retained answer is y_o in every method's row), so each is computed once.
     """
 
     def __init__(self, nli: NLIBackend, embed: Callable[[Sequence[str]], np.ndarray]) -> None:
         self.nli = nli
         self.embed = embed
+        self._decisions: dict[tuple[str, str], bool] = {}
+        self._vectors: dict[str, np.ndarray] = {}
 
     def entails(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
-        """:func:`entailed` with this scorer's NLI backend."""
-        return entailed(self.nli, pairs)
+        """:func:`entailed` with this scorer's NLI backend; a pair seen before is not asked again."""
+        todo = list(dict.fromkeys(p for p in pairs if p not in self._decisions))
+        self._decisions.update(zip(todo, entailed(self.nli, todo), strict=True))
+        return [self._decisions[p] for p in pairs]
+
+    def vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The embedding of each text (float32 (d,)); a text seen before is not embedded again."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if todo:
+            self._vectors.update(zip(todo, np.asarray(self.embed(todo), dtype=np.float32), strict=True))
+        return [self._vectors[t] for t in texts]
 
     def score(self, cases: Sequence[PostEditCase]) -> list[CaseScores]:
-        """TE, SE, TR, SR of every case (one NLI batch of 2·len(cases) pairs, one embedding batch)."""
+        """TE, SE, TR, SR of every case (one NLI batch for the pairs not seen before, one embedding batch)."""
         pairs: list[tuple[str, str]] = []
         for case in cases:
             premise = f"{case.x} {case.y_e}".lower()
@@ -230,8 +238,7 @@ class PostEditScorer:
             pairs += [(premise, case.k_new.lower()), (premise, other.lower())]
         decisions = self.entails(pairs)
         texts = [sr_texts(case) for case in cases]
-        flat = [t for pair in texts for t in pair]
-        vectors = np.asarray(self.embed(flat), dtype=np.float32) if flat else np.zeros((0, 1), np.float32)
+        vectors = self.vectors([t for pair in texts for t in pair])
         out = []
         for i, case in enumerate(cases):
             a, b = vectors[2 * i], vectors[2 * i + 1]
