@@ -125,7 +125,9 @@ def entailed(nli: NLIBackend, pairs: Sequence[tuple[str, str]]) -> list[bool]:
     batch for all pairs, each distinct (window, hypothesis) asked once."""
     if not pairs:
         return []
-    windows = [[(w, hypothesis) for w in premise_windows(premise, hypothesis)] for premise, hypothesis in pairs]
+    windows = [
+        [(w, hypothesis) for w in premise_windows(premise, hypothesis)] for premise, hypothesis in pairs
+    ]
     flat = list(dict.fromkeys(p for group in windows for p in group))
     probs = np.asarray(nli.predict(flat)) if flat else np.zeros((0, 3), np.float32)
     decided = {p: bool(row.argmax() == _ENTAILMENT) for p, row in zip(flat, probs, strict=True)}
