@@ -503,9 +503,11 @@ def _plot(rows: Sequence[MetricRow], path: Path, title: str) -> None:
         ax.set_title(metric)
         ax.set_ylim(0, 100)
     axes[0].set_ylabel("%")
-    axes[-1].legend(fontsize=7, loc="lower right")
+    # one legend under the panels: inside a panel it covers the bars
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(rows), fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
