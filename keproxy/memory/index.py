@@ -55,6 +55,11 @@ _MAP_FILE = "ids.json"
 _FORMAT = 2  # 2: ids.json carries the digest of index.faiss
 
 
+def _digest(data: bytes) -> str:
+    """The digest of a serialised index that ``ids.json`` records (BLAKE2b, 16 bytes, hex)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 class EditIndex:
     """Edit embeddings ↔ edit ids, searched by inner product (exact below ``flat_threshold``, ``large`` above).
 
@@ -370,7 +375,7 @@ class EditIndex:
         tmp_index.write_bytes(data)
         meta = {
             "format": _FORMAT,
-            "digest": hashlib.blake2b(data, digest_size=16).hexdigest(),
+            "digest": _digest(data),
             "dim": self.dim,
             "kind": self.kind,
             "next_id": self._next_id,
@@ -403,7 +408,7 @@ class EditIndex:
         if meta.get("format") != _FORMAT:
             raise ValueError(f"{folder / _MAP_FILE}: unknown format {meta.get('format')!r}")
         data = (folder / _INDEX_FILE).read_bytes()  # FileNotFoundError when missing
-        if meta.get("digest") != hashlib.blake2b(data, digest_size=16).hexdigest():
+        if meta.get("digest") != _digest(data):
             raise ValueError(f"{folder / _INDEX_FILE} is not the index {folder / _MAP_FILE} describes")
         index = cls(meta["dim"], **{**meta["params"], **params})
         raw: Any = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))

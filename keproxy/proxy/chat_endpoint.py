@@ -163,8 +163,7 @@ async def _stream_until_disconnect(events: AsyncIterator[bytes], receive: Receiv
     state = {"sending": True, "gone": False}
 
     async def watch() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        await _wait_for_disconnect(receive)
         if state["sending"]:
             state["gone"] = True
             task.cancel()

@@ -79,6 +79,7 @@ def serve_workers(workers: int, config: Path | None, overrides: dict[str, Any], 
         for process in processes:
             process.start()
         logger.info("keproxy: %d workers on http://%s:%d", workers, host, port)
+        failed = False
         running = list(processes)
         while running:
             multiprocessing.connection.wait([p.sentinel for p in running])
@@ -89,14 +90,13 @@ def serve_workers(workers: int, config: Path | None, overrides: dict[str, Any], 
                     "worker %s exited with %s: stopping the others", ended[0].name, ended[0].exitcode
                 )
                 started.abort()  # the others may be waiting for it at start-up
-                stop(signal.SIGTERM, None)
-                stopping, failed = True, True
+                stop(signal.SIGTERM, None)  # sets `stopping`
+                failed = True
                 break
-        else:
-            failed = False
         for process in processes:
             process.join()
-        return 1 if failed or (not stopping and any(p.exitcode for p in processes)) else 0
+        # without `failed`, every worker ended after a requested stop (one ending on its own sets `failed`)
+        return 1 if failed else 0
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -154,9 +154,6 @@ class SQLiteTranscriptStore:
             rows, self._outbox = self._outbox, []
             self._queue.put((rows, None, None))
 
-    async def _ask(self, request: Any) -> Any:
-        return await self._submit(request)
-
     def add(self, transcript: Transcript) -> asyncio.Future[None]:
         """Queue the row (insert or replace) now; the future is done once it is committed (or raises what
         SQLite raised). The rows added in one event-loop iteration go to the writer thread together (one
@@ -169,7 +166,7 @@ class SQLiteTranscriptStore:
 
     async def get(self, request_id: str) -> Transcript | None:
         """The transcript of ``request_id``, or None."""
-        result: Transcript | None = await self._ask(request_id)
+        result: Transcript | None = await self._submit(request_id)
         return result
 
     def iter_all(self, *, since: float | None = None) -> Iterator[Transcript]:
@@ -185,7 +182,7 @@ class SQLiteTranscriptStore:
     async def aclose(self) -> None:
         """Commit what is queued, then close the connection and stop the writer thread."""
         if self._thread.is_alive():
-            await self._ask(None)
+            await self._submit(None)
         await asyncio.to_thread(self._thread.join)
 
 

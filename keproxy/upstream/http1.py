@@ -323,9 +323,12 @@ class ConnectionPool:
         return conn
 
     def _release(self, conn: _Connection) -> None:
-        if asyncio.get_running_loop() is self._loop:  # (a Response of an earlier event loop: nothing to free)
+        current = (
+            asyncio.get_running_loop() is self._loop
+        )  # else a Response of an earlier loop: nothing to free
+        if current:
             self._release_slot()
-        if conn.reusable and asyncio.get_running_loop() is self._loop:
+        if current and conn.reusable:
             self._idle.append(conn)
         else:
             conn.close()
