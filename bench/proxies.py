@@ -598,6 +598,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=BENCH / "results" / "proxies.md")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, configs, databases)")
     args = parser.parse_args()
+    # servers run with their work folder as cwd: a relative venv (the Makefile's .bench-venv) must be absolute
+    args.litellm_venv = args.litellm_venv.expanduser().resolve()
     if args.setup:
         ensure_litellm_venv(args.litellm_venv)
         return

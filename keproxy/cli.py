@@ -137,6 +137,13 @@ def transcripts_export(
     console.print(f"exported {n} transcripts from {path}")
 
 
+def _base_url(value: str) -> str:
+    """``--base-url``: the proxy root from a root or /v1 URL (imported lazily: eval is heavy)."""
+    from keproxy.eval.urls import base_url_option
+
+    return base_url_option(value) or value
+
+
 def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
@@ -144,7 +151,10 @@ def _csv(value: str) -> list[str]:
 @replay_app.command("keic")
 def replay_keic_cmd(
     data: Annotated[Path, typer.Option(help="KEIC-format JSONL (keic-authored schema) or CoQA-layout file.")],
-    base_url: Annotated[str, typer.Option(help="Proxy root URL, e.g. http://127.0.0.1:8000.")],
+    base_url: Annotated[
+        str,
+        typer.Option(help="Proxy URL, root or /v1 (http://127.0.0.1:8000/v1).", callback=_base_url),
+    ],
     model: Annotated[str, typer.Option(help="Model alias served by the proxy.")],
     out: Annotated[Path, typer.Option(help="Output folder for summary.json and dialogues.csv.")],
     strategy: Annotated[str, typer.Option(help="Comma-separated strategies.")] = "otc,patch",

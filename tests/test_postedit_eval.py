@@ -16,6 +16,7 @@ from keproxy.eval.postedit import PostEditEvalConfig, method_names, table_markdo
 from keproxy.eval.postedit_data import load_cases
 from keproxy.eval.postedit_metrics import CaseScores, table_rows
 from keproxy.nli.local import default_artifact_path
+from tests.cases import counterfact_case, needs_shared_data
 
 needs_nli = pytest.mark.skipif(
     not (Path(os.environ.get("KEPROXY_NLI_PATH") or default_artifact_path()) / "config.json").is_file(),
@@ -23,6 +24,7 @@ needs_nli = pytest.mark.skipif(
 )
 
 
+@needs_shared_data
 def test_load_cases_fields() -> None:
     cases = load_cases("counterfact", 2)
     assert cases[0].queries == {
@@ -105,9 +107,9 @@ def test_local_prefetch_caches_every_chunk(tmp_path: Path) -> None:
     from keproxy.eval.postedit import _post_edit_key, _prefetch_local
     from keproxy.memory.edits import RetrievedEdit
 
-    case = load_cases("counterfact", 1)[0]
+    case = counterfact_case()
     target = RetrievedEdit(edit=case.edit, score=0.9)
-    items = [(f"query {i}", f"answer {i} in French", target) for i in range(5)]
+    items = [(f"query {i}", f"answer {i} in Norwegian", target) for i in range(5)]
 
     class Batches:
         def __init__(self) -> None:

@@ -14,6 +14,7 @@ from keproxy.nli.local import default_artifact_path
 from keproxy.postedit import RETAIN_TOKEN, fill_t_edit
 from keproxy.train.editor import EditorTrainConfig, _encode, _lr_factor, config_hash
 from keproxy.train.editor_data import EditorExample, augment_span
+from tests.cases import counterfact_case
 
 
 class CharTokenizer:
@@ -51,7 +52,7 @@ def test_lr_schedule_warms_up_then_decays() -> None:
 
 
 def test_span_augmenter_and_prompt() -> None:
-    case = load_cases("counterfact", 1, split="train")[0]
+    case = counterfact_case()
     edit = case.edit
     y_o = f"I think it is {case.o_old}."
     assert augment_span(edit, case.queries["simple"], y_o).lower() == f"i think it is {case.o_new.lower()}."

@@ -51,6 +51,7 @@ from keproxy.eval.elken_data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_
 from keproxy.eval.elken_scope import BM25EventRetriever, default_serac_threshold
 from keproxy.eval.harness import AnswerCache, default_model, serve_proxy
 from keproxy.eval.postedit import PromptRequest, fetch_answers
+from keproxy.eval.urls import ProxyRoot
 from keproxy.memory.edits import EditScope, RetrievedEdit
 
 __all__ = [
@@ -207,7 +208,9 @@ class ElkenEvalConfig(BaseModel):
     methods: list[ElkenMethod] = Field(default_factory=lambda: list(_ORDER), description="Methods, in order.")
     tendency_g: bool = Field(default=False, description="Also ask Tendency-G and judge it (Table 13).")
     out: Path = Field(default=Path("elken-eval"), description="Output folder.")
-    base_url: str | None = Field(default=None, description="Proxy root URL; None: start `keproxy serve`.")
+    base_url: ProxyRoot | None = Field(
+        default=None, description="Proxy URL, root or /v1 form; None: start `keproxy serve`."
+    )
     model: str | None = Field(default=None, description="Model alias; None: the embedded local model.")
     judge_model: str | None = Field(default=None, description="Tendency-G judge alias; None: ``model``.")
     mock_response: str | None = Field(default=None, description="Self-started proxy: answer with this.")

@@ -14,12 +14,17 @@ from typing import Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from keproxy.eval.urls import base_url_option
 
 __all__ = ["eval_elken_command", "eval_elken_scope_command", "eval_leme_command", "eval_mquake_command"]
 
 # Options every eval that asks the proxy takes.
 BaseUrl = Annotated[
-    str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
+    str | None,
+    typer.Option(
+        help="Proxy URL, root or /v1 (http://127.0.0.1:8000/v1); default: start `keproxy serve` on a free port.",
+        callback=base_url_option,
+    ),
 ]
 ModelAlias = Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")]
 MockResponse = Annotated[

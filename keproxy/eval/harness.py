@@ -67,6 +67,7 @@ from keproxy.eval.table2 import (
     write_baseline_csv,
     write_table2_csv,
 )
+from keproxy.eval.urls import ProxyRoot
 from keproxy.nli.base import NLIBackend
 
 __all__ = [
@@ -104,7 +105,9 @@ class HarnessConfig(BaseModel):
     templates: list[int] = Field(min_length=1, description="Correction templates (1-15).")
     arrangements: list[Literal["cam", "cba", "cim"]] = Field(min_length=1, description="Where T_c goes.")
     runs: int = Field(default=3, ge=1, description="Runs per dialogue (KEIC §4.3: three).")
-    base_url: str | None = Field(default=None, description="Proxy root URL; None: start `keproxy serve`.")
+    base_url: ProxyRoot | None = Field(
+        default=None, description="Proxy URL, root or /v1 form; None: start `keproxy serve`."
+    )
     model: str | None = Field(
         default=None,
         description="Model alias; required with base_url, else 'demo' with a mock or the local model.",

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from keproxy.eval.urls import base_url_option
 
 __all__ = ["eval_keic_command"]
 
@@ -37,7 +38,11 @@ def eval_keic_command(
     ] = "cba,cam,cim",
     runs: Annotated[int, typer.Option(min=1, help="Runs per dialogue (the paper: 3).")] = 3,
     base_url: Annotated[
-        str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
+        str | None,
+        typer.Option(
+            help="Proxy URL, root or /v1 (http://127.0.0.1:8000/v1); default: start `keproxy serve`.",
+            callback=base_url_option,
+        ),
     ] = None,
     model: Annotated[
         str | None,

@@ -54,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from keproxy.datasets import shared_data_dir
 from keproxy.eval.harness import AnswerCache, HarnessError, default_model, serve_proxy
 from keproxy.eval.postedit import PromptRequest, fetch_answers
+from keproxy.eval.urls import ProxyRoot
 from keproxy.memory.edits import Edit
 
 __all__ = [
@@ -231,7 +232,9 @@ class LemeEvalConfig(BaseModel):
     n: int | None = Field(default=20, ge=1, description="Cases (of 100).")
     methods: list[LemeMethod] = Field(default_factory=lambda: list(_ORDER), description="Methods.")
     out: Path = Field(default=Path("leme-eval"), description="Output folder.")
-    base_url: str | None = Field(default=None, description="Proxy root URL; None: start `keproxy serve`.")
+    base_url: ProxyRoot | None = Field(
+        default=None, description="Proxy URL, root or /v1 form; None: start `keproxy serve`."
+    )
     model: str | None = Field(default=None, description="Model alias; None: the embedded local model.")
     survey_model: str | None = Field(default=None, description="Alias of the survey judge; None: no survey.")
     mock_response: str | None = Field(default=None, description="Self-started proxy: answer with this.")

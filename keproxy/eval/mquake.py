@@ -44,6 +44,7 @@ from keproxy.datasets import shared_data_dir
 from keproxy.eval.elken import normalize_answer
 from keproxy.eval.harness import AnswerCache, default_model, serve_proxy
 from keproxy.eval.postedit import PromptRequest, fetch_answers
+from keproxy.eval.urls import ProxyRoot
 from keproxy.memory.edits import Edit, EditScope
 
 __all__ = [
@@ -160,7 +161,9 @@ class MQuAKEEvalConfig(BaseModel):
     methods: list[MQuAKEMethod] = Field(default_factory=lambda: list(_ORDER), description="Methods.")
     single_hop: bool = Field(default=True, description="Also ask the new single-hop questions (retrieval).")
     out: Path = Field(default=Path("mquake-eval"), description="Output folder.")
-    base_url: str | None = Field(default=None, description="Proxy root URL; None: start `keproxy serve`.")
+    base_url: ProxyRoot | None = Field(
+        default=None, description="Proxy URL, root or /v1 form; None: start `keproxy serve`."
+    )
     model: str | None = Field(default=None, description="Model alias; None: the embedded local model.")
     mock_response: str | None = Field(default=None, description="Self-started proxy: answer with this.")
     api_key: str = Field(default="keproxy", description="Bearer key for the proxy.")

@@ -58,6 +58,7 @@ from keproxy.eval.postedit_metrics import (
     paper_test_query,
     table_rows,
 )
+from keproxy.eval.urls import ProxyRoot, proxy_root
 from keproxy.memory.edits import EditScope, RetrievedEdit
 from keproxy.postedit import PostEditor, PostEditResult, gate, preprocess
 
@@ -93,7 +94,9 @@ class PostEditEvalConfig(BaseModel):
         description="Methods: none, prompt, ike, serac, span, local, llm (local: needs an adapter, skipped "
         "otherwise; llm: llm_model, default the upstream itself through the proxy).",
     )
-    base_url: str | None = Field(default=None, description="Proxy root URL; None: start `keproxy serve`.")
+    base_url: ProxyRoot | None = Field(
+        default=None, description="Proxy URL, root or /v1 form; None: start `keproxy serve`."
+    )
     model: str | None = Field(
         default=None, description="Model alias; default 'demo' (mock) or the local one."
     )
@@ -199,7 +202,7 @@ def fetch_answers(
         return 0, cached
     asked = 0
     with ExitStack() as stack:
-        url = base_url or stack.enter_context(serve_proxy(state_dir, mock_response=mock_response))
+        url = proxy_root(base_url) if base_url else stack.enter_context(serve_proxy(state_dir, mock_response=mock_response))
         client = stack.enter_context(  # closed with the stack: no socket left to the garbage collector
             openai.OpenAI(base_url=f"{url.rstrip('/')}/v1", api_key=api_key, max_retries=2)
         )

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from keproxy.eval.urls import base_url_option
 
 __all__ = ["eval_postedit_command"]
 
@@ -38,7 +39,11 @@ def eval_postedit_command(
         ),
     ] = "none,prompt,ike,span,local,llm",
     base_url: Annotated[
-        str | None, typer.Option(help="Proxy root URL; default: start `keproxy serve` on a free port.")
+        str | None,
+        typer.Option(
+            help="Proxy URL, root or /v1 (http://127.0.0.1:8000/v1); default: start `keproxy serve`.",
+            callback=base_url_option,
+        ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")] = None,
     mock_response: Annotated[

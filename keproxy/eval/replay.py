@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from keproxy.editors.templates import parse_template_range
 from keproxy.eval.keic import Dialogue, build_dialogue, load_keic
+from keproxy.eval.urls import proxy_root
 from keproxy.eval.metrics import ReplayResult, context_updated, extract_answer, score_answer, summarize
 
 __all__ = [
@@ -223,8 +224,8 @@ def replay_keic(
 
     strategies: keproxy strategy names, sent as ``extra_body={"keproxy": {"strategy": ...}}``.
     templates: template numbers, or a spec such as "1-15" (:func:`parse_template_range`).
-    arrangement: "cba" or "cam". base_url: the proxy root (e.g. http://127.0.0.1:8000; the OpenAI client
-    uses ``base_url + "/v1"``). limit: first ``limit`` instances. variants: first ``variants`` support_new
+    arrangement: "cba" or "cam". base_url: the proxy's root or OpenAI base URL (http://127.0.0.1:8000 or
+    http://127.0.0.1:8000/v1). limit: first ``limit`` instances. variants: first ``variants`` support_new
     of each instance (all when None). concurrency: parallel requests (threads).
 
     Writes ``out_dir/dialogues.csv`` and ``out_dir/summary.json``; returns the summary
@@ -252,7 +253,7 @@ def replay_keic(
             for strategy in strategies:
                 jobs.extend((dialogue, strategy) for dialogue in dialogues)
 
-    root = base_url.rstrip("/")
+    root = proxy_root(base_url)
     results: list[ReplayResult | None] = [None] * len(jobs)
     with (
         openai.OpenAI(base_url=f"{root}/v1", api_key=api_key) as client,

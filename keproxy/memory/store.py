@@ -32,6 +32,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import orjson
 from pydantic import ValidationError
 
+from keproxy import sqlitedb
 from keproxy.errors import EditNotFoundError, InvalidRequestError
 from keproxy.memory.edits import Edit, EditKind, EditScopeKind, EditSource
 
@@ -200,9 +201,7 @@ class SQLiteEditStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=5.0)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn = sqlitedb.connect(path, timeout_s=5.0)
         with self._lock:
             self._conn.executescript(SCHEMA)
             self._conn.execute(

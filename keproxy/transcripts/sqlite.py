@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from keproxy import sqlitedb
 from keproxy.transcripts.base import Transcript
 
 __all__ = ["SQLiteTranscriptStore"]
@@ -39,11 +40,7 @@ CREATE INDEX IF NOT EXISTS transcripts_created ON transcripts (created);
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=5000")
-    return conn
+    return sqlitedb.connect(path, timeout_s=5.0)
 
 
 class SQLiteTranscriptStore:
