@@ -38,7 +38,7 @@ def _settings(config: Path | None, **overrides: object) -> Settings:
     try:
         return load_settings(config, **overrides)
     except ConfigError as exc:
-        console.print(f"[red]error:[/red] {exc.message}")
+        console.print(f"[red]error:[/red] {exc.message}", soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -76,6 +76,9 @@ def serve(
     )
     run = dict(host=settings.host, port=settings.port, log_level=settings.log_level)
     try:
+        from keproxy.proxy.app import check_settings
+
+        check_settings(settings)  # bad configuration stops here, before anything listens
         if settings.workers == 1:
             import uvicorn
 
@@ -93,7 +96,7 @@ def serve(
 
         code = serve_workers(settings.workers, config, overrides, settings.host, settings.port)
     except ConfigError as exc:
-        console.print(f"[red]error:[/red] {exc.message}")
+        console.print(f"[red]error:[/red] {exc.message}", soft_wrap=True)
         raise typer.Exit(2) from None
     except OSError as exc:  # --workers: the port cannot be bound
         console.print(f"[red]error:[/red] {settings.host}:{settings.port}: {exc}")

@@ -15,7 +15,7 @@ from typing import Any
 from keproxy.editors.base import HistoryEditor
 from keproxy.errors import InvalidRequestError
 
-__all__ = ["ENTRY_POINT_GROUP", "EditorFactory", "EditorRegistry", "EditorResources"]
+__all__ = ["ENTRY_POINT_GROUP", "EditorFactory", "EditorRegistry", "EditorResources", "strategy_names"]
 
 ENTRY_POINT_GROUP = "keproxy.history_editors"
 
@@ -52,6 +52,11 @@ def _builtin_factories() -> dict[str, EditorFactory]:
         "reiterate": lambda resources: ReiterateEditor(),
         "deletion": _deletion,
     }
+
+
+def strategy_names() -> list[str]:
+    """Every strategy name a registry would hold (built-ins and entry points), without building editors."""
+    return sorted({*_builtin_factories(), *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
 
 
 def _deletion(resources: EditorResources) -> HistoryEditor:

@@ -25,12 +25,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from keproxy import __version__
 from keproxy.editors.detection import CompositeDetector, DetectorResources, build_detector
-from keproxy.editors.registry import EditorRegistry, EditorResources
+from keproxy.editors.registry import EditorRegistry, EditorResources, strategy_names
 from keproxy.errors import ConfigError, KeproxyError, RequestTooLargeError, error_body, validation_error
 from keproxy.memory.embeddings import Embedder
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import EditStore, SQLiteEditStore
-from keproxy.nli import LazyNLIBackend
+from keproxy.nli import NLIBackend, NLIConfigError, get_nli_backend
 from keproxy.proxy.auth import Authenticator
 from keproxy.proxy.chat_endpoint import PATH, ChatCompletionsEndpoint, chat_completions_schema
 from keproxy.proxy.demo import demo_router
@@ -42,7 +42,7 @@ from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
 from keproxy.upstream import UpstreamRouter
 from keproxy.upstream.local import LocalModelServer
 
-__all__ = ["create_app"]
+__all__ = ["check_settings", "create_app"]
 
 logger = logging.getLogger("keproxy")
 
@@ -129,11 +129,37 @@ def _content_length(scope: MutableMapping[str, Any]) -> int:
     return 0
 
 
+def _nli_backend(spec: str | None) -> NLIBackend | None:
+    """The configured NLI backend, checked now (a missing model stops start-up with one line naming the
+    command that builds it) and loaded on first use. Raises NLIConfigError."""
+    if not spec:
+        return None
+    try:
+        return get_nli_backend(spec)
+    except NLIConfigError as exc:
+        raise NLIConfigError(f"nli_backend {spec!r}: {exc}", param="nli_backend") from None
+
+
+def check_settings(settings: Settings) -> None:
+    """What start-up checks before it listens: every strategy named by the settings exists, and the NLI model
+    can be found. Raises ConfigError with one line naming the setting and the fix."""
+    names = strategy_names()
+    named = [("default_strategy", settings.default_strategy)]
+    named += [(f"models[{route.alias!r}].strategy", route.strategy) for route in settings.models]
+    for param, name in named:
+        if name not in names:
+            raise ConfigError(
+                f"{param}: unknown strategy {name!r}; available: {', '.join(names)}", param=param
+            )
+    _nli_backend(settings.nli_backend)
+
+
 def create_app(settings: Settings) -> FastAPI:
     """The keproxy ASGI app for ``settings``. Raises ConfigError at start-up on bad configuration."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        check_settings(settings)
         local = None
         if settings.uses_local_model():
             local = LocalModelServer(settings.local_model, log_path=settings.data_dir / "local-model.log")
@@ -142,7 +168,7 @@ def create_app(settings: Settings) -> FastAPI:
         routes, catch_all = _routes(settings, local)
         upstreams = UpstreamRouter(routes, catch_all=catch_all)
         embedder = Embedder.from_name_or_path(settings.embedding_model, threads=settings.torch_threads)
-        nli = LazyNLIBackend(settings.nli_backend) if settings.nli_backend else None
+        nli = _nli_backend(settings.nli_backend)
         judge = {"model": settings.judge_model} if settings.judge_model else {}
         detector_resources = DetectorResources(
             encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge
