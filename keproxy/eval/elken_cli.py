@@ -14,6 +14,7 @@ from typing import Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+
 from keproxy.eval.urls import base_url_option
 
 __all__ = ["eval_elken_command", "eval_elken_scope_command", "eval_leme_command", "eval_mquake_command"]

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+
 from keproxy.eval.urls import base_url_option
 
 __all__ = ["eval_keic_command"]

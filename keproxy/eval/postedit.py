@@ -202,7 +202,11 @@ def fetch_answers(
         return 0, cached
     asked = 0
     with ExitStack() as stack:
-        url = proxy_root(base_url) if base_url else stack.enter_context(serve_proxy(state_dir, mock_response=mock_response))
+        url = (
+            proxy_root(base_url)
+            if base_url
+            else stack.enter_context(serve_proxy(state_dir, mock_response=mock_response))
+        )
         client = stack.enter_context(  # closed with the stack: no socket left to the garbage collector
             openai.OpenAI(base_url=f"{url.rstrip('/')}/v1", api_key=api_key, max_retries=2)
         )

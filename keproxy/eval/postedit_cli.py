@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+
 from keproxy.eval.urls import base_url_option
 
 __all__ = ["eval_postedit_command"]

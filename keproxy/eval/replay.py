@@ -26,8 +26,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from keproxy.editors.templates import parse_template_range
 from keproxy.eval.keic import Dialogue, build_dialogue, load_keic
-from keproxy.eval.urls import proxy_root
 from keproxy.eval.metrics import ReplayResult, context_updated, extract_answer, score_answer, summarize
+from keproxy.eval.urls import proxy_root
 
 __all__ = [
     "CSV_COLUMNS",
