@@ -33,7 +33,15 @@ from keproxy.memory.edits import Edit
 from keproxy.nli.base import NLIBackend
 from keproxy.postedit import RETAIN_TOKEN, SpanPostEditor, fill_t_aug, fill_t_edit
 
-__all__ = ["EditorExample", "UpstreamSpec", "augment_span", "build_editor_data", "examples_digest"]
+__all__ = [
+    "EditorExample",
+    "UpstreamSpec",
+    "augment_span",
+    "build_editor_data",
+    "case_texts",
+    "examples_digest",
+    "training_cases",
+]
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,31 @@ def examples_digest(examples: Sequence[EditorExample]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def case_texts(case: EditCase) -> tuple[str, ...]:
+    """The texts a training case puts into the editor's data: its three queries and both statements."""
+    return (*case.queries.values(), case.k_new, case.k_old)
+
+
+def training_cases(
+    datasets: Sequence[str], per: int | None, *, data_dir: Path | None = None
+) -> list[EditCase]:
+    """The first ``per`` usable training cases of each dataset (all when None), leaving out every case with a
+    text that leaks an evaluation set (:class:`keproxy.train.hygiene.LeakIndex`: CounterFact's val and edit
+    files share prompts, and LEME and MQuAKE quote CounterFact records)."""
+    from keproxy.train.hygiene import LeakIndex, evaluation_sets
+
+    index = LeakIndex(text for texts in evaluation_sets(data_dir).values() for text in texts)
+    cases: list[EditCase] = []
+    for name in datasets:
+        kept = [
+            c
+            for c in load_cases(name, split="train", data_dir=data_dir)
+            if not any(index.find(t) for t in case_texts(c))
+        ]
+        cases += kept if per is None else kept[:per]
+    return cases
+
+
 def build_editor_data(
     *,
     datasets: Sequence[str],
@@ -114,7 +147,7 @@ def build_editor_data(
         raise ValueError(f"unknown augmenter {augmenter!r}; use 'span' or 'litellm:<model>'")
     cache = AnswerCache(cache_dir)
     per = max(1, -(-n_cases // max(len(datasets), 1)))
-    cases: list[EditCase] = [c for name in datasets for c in load_cases(name, per, split="train")]
+    cases = training_cases(datasets, per)
     model = upstream.model
     if model is None:
         from keproxy.settings import load_settings
