@@ -226,6 +226,7 @@ def demo(
 
 
 def _register_subcommands() -> None:
+    from keproxy.eval.chats.cli import eval_chats_command
     from keproxy.eval.corrections_cli import eval_corrections_command
     from keproxy.eval.elken_cli import (
         eval_elken_command,
@@ -241,6 +242,7 @@ def _register_subcommands() -> None:
 
     eval_app.command("keic")(eval_keic_command)
     eval_app.command("corrections")(eval_corrections_command)
+    eval_app.command("chats")(eval_chats_command)
     eval_app.command("postedit")(eval_postedit_command)
     eval_app.command("elken-scope")(eval_elken_scope_command)
     eval_app.command("elken")(eval_elken_command)

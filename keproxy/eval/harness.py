@@ -250,9 +250,12 @@ def wait_healthy(
 
 
 @contextmanager
-def serve_proxy(data_dir: Path, mock_response: str | None = None, timeout_s: float = 300) -> Iterator[str]:
-    """Run ``python -m keproxy serve`` on a free port with ``--data-dir data_dir`` until the block ends; yields
-    its root URL. Raises HarnessError when it exits or is not healthy within ``timeout_s`` seconds."""
+def serve_proxy(
+    data_dir: Path, mock_response: str | None = None, timeout_s: float = 300, *, config: Path | None = None
+) -> Iterator[str]:
+    """Run ``python -m keproxy serve`` on a free port with ``--data-dir data_dir`` (and ``--config config``)
+    until the block ends; yields its root URL. Raises HarnessError when it exits or is not healthy within
+    ``timeout_s`` seconds."""
     from keproxy.upstream.local import free_port
 
     port = free_port()
@@ -260,6 +263,8 @@ def serve_proxy(data_dir: Path, mock_response: str | None = None, timeout_s: flo
            "--log-level", "warning"]  # fmt: skip
     if mock_response is not None:
         cmd += ["--mock-response", mock_response]
+    if config is not None:
+        cmd += ["--config", str(config)]
     process = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     try:
         url = f"http://127.0.0.1:{port}"
