@@ -23,6 +23,7 @@ __all__ = [
     "HistoryEditResult",
     "HistoryEditor",
     "Message",
+    "SpanEdit",
     "TextEdit",
     "UpstreamCaller",
     "copy_messages",
@@ -31,6 +32,20 @@ __all__ = [
 ]
 
 Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SpanEdit:
+    """One stale span a correction makes false, and what it becomes: ``messages[turn_index]``'s text
+    ``[start, end)`` (character offsets into :func:`message_text`) holds ``before`` and becomes ``after``.
+    correction: index of the correction, among those its turn states, that the span belongs to."""
+
+    turn_index: int
+    start: int
+    end: int
+    before: str
+    after: str
+    correction: int = 0
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,8 @@ class Correction:
     detector: name of the detector that found it ("template", "cue", ...).
     confidence: in [0, 1].
     template: KEIC template number 1-15 when a template matched, else None.
+    spans: the exact stale spans in earlier turns and their replacements, when the detector located them
+        (the learned pipeline); empty otherwise, and then an editor finds ``old`` itself.
     """
 
     turn_index: int
@@ -52,6 +69,7 @@ class Correction:
     detector: str
     confidence: float
     template: int | None = None
+    spans: tuple[SpanEdit, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

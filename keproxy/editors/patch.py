@@ -14,7 +14,15 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message, TextEdit, copy_messages
+from keproxy.editors.base import (
+    Correction,
+    EditContext,
+    HistoryEditResult,
+    Message,
+    SpanEdit,
+    TextEdit,
+    copy_messages,
+)
 from keproxy.editors.locate import SpanLocator
 from keproxy.memory.embeddings import Embedder
 
@@ -108,6 +116,32 @@ def replace_occurrences(message: Message, old: str, new: str) -> tuple[Message, 
     return out, replaced
 
 
+def _apply_spans(out: list[Message], corrections: Sequence[Correction]) -> list[TextEdit]:
+    """Apply the corrections' located span edits to ``out`` in place (string contents only; a span whose text
+    is no longer where it was located, or that overlaps one already taken, is skipped)."""
+    by_turn: dict[int, list[tuple[SpanEdit, int]]] = {}
+    for correction in corrections:
+        for span in correction.spans:
+            if span.turn_index < correction.turn_index:
+                by_turn.setdefault(span.turn_index, []).append((span, correction.turn_index))
+    made: list[TextEdit] = []
+    for index, spans in sorted(by_turn.items()):
+        content = out[index].get("content")
+        if not isinstance(content, str):
+            continue
+        taken: list[tuple[SpanEdit, int]] = []
+        for span, turn in sorted(spans, key=lambda s: s[0].start):
+            if content[span.start : span.end] != span.before or any(span.start < t.end for t, _ in taken):
+                continue
+            taken.append((span, turn))
+        for span, _ in reversed(taken):
+            content = content[: span.start] + span.after + content[span.end :]
+        if taken:
+            out[index] = {**out[index], "content": content}
+            made += [TextEdit(index, span.before, span.after, turn) for span, turn in taken]
+    return made
+
+
 class PatchEditor:
     """History editor "patch": every correction's old span becomes its new text in all earlier turns.
 
@@ -120,6 +154,8 @@ class PatchEditor:
     - with ``old is None``: the span is located with :class:`SpanLocator` (run in a worker thread, as it
       embeds text) among the earlier turns that are not themselves corrections, and that text is then
       replaced like an ``old`` span.
+
+    - with located ``spans`` (the "learned" detector): exactly those characters are replaced, nothing else.
 
     The correction turn and later turns are never modified; the input is never mutated. Every replacement
     is one :class:`TextEdit`; corrections that change nothing are returned in ``unresolved``.
@@ -150,7 +186,12 @@ class PatchEditor:
         edits: list[TextEdit] = []
         unresolved: list[Correction] = []
         correction_turns = {c.turn_index for c in corrections}
+        located = [c for c in corrections if c.spans]
+        if located:
+            edits += _apply_spans(out, located)
         for correction in sorted(corrections, key=lambda c: c.turn_index):
+            if correction.spans or "learned" in correction.detector.split("+"):
+                continue  # located by the detector (above); a learned correction without spans changes nothing
             limit = min(correction.turn_index, len(out))
             score: float | None = None
             old = correction.old

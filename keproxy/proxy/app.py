@@ -24,7 +24,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from keproxy import __version__
-from keproxy.editors.detection import CompositeDetector, DetectorResources, build_detector
+from keproxy.editors.detection import DETECTORS, CompositeDetector, DetectorResources, build_detector
 from keproxy.editors.registry import EditorRegistry, EditorResources, strategy_names
 from keproxy.errors import ConfigError, KeproxyError, RequestTooLargeError, error_body, validation_error
 from keproxy.memory.embeddings import Embedder
@@ -141,8 +141,9 @@ def _nli_backend(spec: str | None) -> NLIBackend | None:
 
 
 def check_settings(settings: Settings) -> None:
-    """What start-up checks before it listens: every strategy named by the settings exists, and the NLI model
-    can be found. Raises ConfigError with one line naming the setting and the fix."""
+    """What start-up checks before it listens: every strategy and detector named by the settings exists, and
+    the models they need (the NLI adapter, the correction taggers) can be found. Raises ConfigError with one
+    line naming the setting and the fix."""
     names = strategy_names()
     named = [("default_strategy", settings.default_strategy)]
     named += [(f"models[{route.alias!r}].strategy", route.strategy) for route in settings.models]

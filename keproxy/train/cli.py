@@ -1,6 +1,7 @@
 """``keproxy train``: build keproxy's local models.
 
-keproxy train nli [--out DIR] [--seed N] [--max-pairs N] [--epochs N] [--force]    the NLI cross-encoder
+keproxy train nli [--out DIR] [--seed N] [--max-pairs N] [--epochs N] [--force] [--compare-shipped]
+    the NLI adapter (the package ships one; this rebuilds it reproducibly)
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from rich.console import Console
 from rich.table import Table
 
 from keproxy.nli.base import LABELS
-from keproxy.nli.local import default_artifact_path
+from keproxy.nli.local import MANIFEST_NAME, SHIPPED_ADAPTER
 from keproxy.train.editor_cli import train_editor_command
-from keproxy.train.nli import NLITrainConfig, train_nli
+from keproxy.train.nli import NLITrainConfig, manifest_scores, read_manifest, train_nli
 
 __all__ = ["train_app"]
 
 train_app = typer.Typer(
-    help="Build keproxy's local models (build artifacts, not committed).",
+    help="Build keproxy's local models.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -31,7 +32,7 @@ _DEFAULTS = NLITrainConfig()
 
 @train_app.callback()
 def _train() -> None:
-    """Build keproxy's local models (build artifacts, not committed)."""
+    """Build keproxy's local models."""
 
 
 def _pct(x: float | None) -> str:
@@ -85,18 +86,29 @@ def print_report(manifest: dict[str, Any], console: Console) -> None:
     training = manifest["training"]
     console.print(
         f"config hash {manifest['config_hash']}  seed {manifest['seed']}  "
-        f"steps {training['steps']}/{training['planned_steps']}"
-        f"{' (fitted to the time budget)' if training['fitted_to_budget'] else ''}  training {training['seconds']:.0f} s  "
+        f"steps {training['steps']}  training {training['seconds']:.0f} s  "
         f"build {manifest['build_seconds']:.0f} s  predict {manifest['latency_ms_per_pair_batch32']:.1f} ms/pair "
         f"(batch 32)  hand-made contradiction recall {_pct(hand['per_class']['contradiction']['accuracy'])} %"
     )
 
 
+def compare_table(built: dict[str, Any], shipped: dict[str, Any]) -> tuple[Table, bool]:
+    """The two manifests' deterministic scores side by side, and whether they agree to 3 decimals."""
+    a, b = manifest_scores(built), manifest_scores(shipped)
+    table = Table(title="This build vs the shipped adapter", title_justify="left")
+    for column in ("score", "this build", "shipped", ""):
+        table.add_column(column, justify="left" if column == "score" else "right")
+    same = True
+    for key in a:
+        agree = a[key] == b.get(key)
+        same &= agree
+        table.add_row(key, str(a[key]), str(b.get(key)), "" if agree else "DIFFERS")
+    return table, same
+
+
 @train_app.command("nli")
 def nli(
-    out: Annotated[
-        Path | None, typer.Option(help="Output folder [default: $KEPROXY_NLI_PATH or artifacts/nli-minilm].")
-    ] = None,
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("artifacts/nli-minilm"),
     seed: Annotated[
         int, typer.Option(help="Seed of data building, split, sampling and training.")
     ] = _DEFAULTS.seed,
@@ -107,11 +119,19 @@ def nli(
     force: Annotated[
         bool, typer.Option("--force", help="Rebuild even when the folder is up to date.")
     ] = False,
+    compare_shipped: Annotated[
+        bool,
+        typer.Option(
+            "--compare-shipped",
+            help="Print the scores beside the shipped adapter's manifest; exit 1 unless they agree to 3 decimals.",
+        ),
+    ] = False,
 ) -> None:
-    """Fine-tune all-MiniLM-L6-v2 as a 3-way NLI cross-encoder (the offline default NLI backend).
+    """Train the NLI adapter (LoRA + head on all-MiniLM-L6-v2) from the repository's data.
 
-    Skips the build when OUT already holds one with the same config hash. Prints held-out and hand-made
-    accuracy per class.
+    Deterministic: the defaults reproduce the adapter shipped in keproxy/data/models/nli-minilm. Skips the
+    build when OUT already holds one with the same config hash. Prints held-out and hand-made accuracy per
+    class.
     """
     console, err = Console(), Console(stderr=True, log_path=False)
     try:
@@ -120,15 +140,68 @@ def nli(
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     try:
-        manifest = train_nli(out or default_artifact_path(), config, force=force, log=err.log)
+        manifest = train_nli(out, config, force=force, log=err.log)
     except (FileNotFoundError, FileExistsError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     if manifest.get("cached"):
-        console.print(
-            f"{out or default_artifact_path()} is up to date (built {manifest['built_at']}); --force rebuilds"
-        )
+        console.print(f"{out} is up to date (built {manifest['built_at']}); --force rebuilds")
     print_report(manifest, console)
+    if compare_shipped:
+        shipped = read_manifest(SHIPPED_ADAPTER)
+        if shipped is None:
+            err.print(f"[red]error:[/red] no shipped manifest at {SHIPPED_ADAPTER / MANIFEST_NAME}")
+            raise typer.Exit(1)
+        table, same = compare_table(manifest, shipped)
+        console.print(table)
+        console.print(
+            "identical to 3 decimals" if same else "[red]the scores differ from the shipped adapter's[/red]"
+        )
+        if not same:
+            raise typer.Exit(1)
+
+
+@train_app.command("corrections")
+def corrections(
+    which: Annotated[
+        str, typer.Option(help="Comma-separated: turn-tagger, stale-tagger.")
+    ] = "turn-tagger,stale-tagger",
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(help="Folder for the tagger folders [default: keproxy/data/models, the shipped ones]."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when up to date.")] = False,
+) -> None:
+    """Train the correction taggers (LoRA + head on all-MiniLM-L6-v2) on the corpus's train split.
+
+    Deterministic (fixed steps, seeds, threads): the defaults reproduce the shipped adapters. Prints each
+    tagger's dev-split scores (the corpus's dev chats, never trained on).
+    """
+    from keproxy.train.corrections import TAGGERS, TaggerTrainConfig, train_tagger
+
+    console, err = Console(), Console(stderr=True, log_path=False)
+    names = [n.strip() for n in which.split(",") if n.strip()]
+    unknown = [n for n in names if n not in TAGGERS]
+    if unknown:
+        err.print(
+            f"[red]error:[/red] --which: unknown tagger {unknown[0]!r}; available: {', '.join(TAGGERS)}"
+        )
+        raise typer.Exit(2)
+    for name in names:
+        epochs = 3 if name == "turn-tagger" else 2
+        manifest = train_tagger(
+            name,
+            out_dir / name if out_dir else None,
+            TaggerTrainConfig(epochs=epochs),
+            force=force,
+            log=err.log,
+        )
+        state = "up to date" if manifest.get("cached") else f"built in {manifest['build_seconds']:.0f} s"
+        dev = manifest["dev"]
+        console.print(
+            f"{name}: {state}; dev: P {dev['precision']:.3f} R {dev['recall']:.3f} F1 {dev['f1']:.3f}, "
+            f"span F1 {dev['span_f1']:.3f} ({dev['n']} examples)"
+        )
 
 
 train_app.command("editor")(train_editor_command)

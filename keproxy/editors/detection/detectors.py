@@ -247,6 +247,8 @@ class DetectorResources:
         (``threshold``, ``min_similarity``, ``top_k``, ...): the threshold suits one NLI model only.
     judge: keyword arguments for :class:`~keproxy.editors.detection.llm_judge.LLMJudgeDetector`
         (``model``, ``mock_response``, ``timeout_s``, ...).
+    learned: fields of :class:`~keproxy.corrections.understand.UnderstandingOptions` for the "learned"
+        detector (thresholds, candidates, ``patterns``).
     """
 
     encoder: SentenceEncoder | None = None
@@ -254,6 +256,7 @@ class DetectorResources:
     nli_name: str = "local"
     contradiction: Mapping[str, Any] = field(default_factory=dict)
     judge: Mapping[str, Any] = field(default_factory=dict)
+    learned: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _contradiction(resources: DetectorResources) -> CorrectionDetector:
@@ -265,6 +268,14 @@ def _contradiction(resources: DetectorResources) -> CorrectionDetector:
     return ContradictionDetector(
         encoder, resources.nli or LazyNLIBackend(resources.nli_name, param="nli"), **resources.contradiction
     )
+
+
+def _learned(resources: DetectorResources) -> CorrectionDetector:
+    from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
+    from keproxy.editors.locate import SpanLocator
+
+    locator = SpanLocator(resources.encoder) if resources.encoder is not None else None
+    return CorrectionUnderstanding(options=UnderstandingOptions(**resources.learned), locator=locator)
 
 
 def _llm_judge(resources: DetectorResources) -> CorrectionDetector:
@@ -281,6 +292,7 @@ DETECTORS: dict[str, Callable[[DetectorResources], CorrectionDetector]] = {
     "composite": lambda _: default_detector(),
     "contradiction": _contradiction,
     "llm-judge": _llm_judge,
+    "learned": _learned,
 }
 
 

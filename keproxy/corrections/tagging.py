@@ -1,0 +1,184 @@
+"""What the two correction taggers see and learn: inputs, label sets, and examples built from the corpus.
+
+**Turn tagger** (detect + extract): input ``(turn under test, recent history)``; the ``[CLS]`` position says
+whether the turn is a correction (``CORRECTION`` / ``NO_CORRECTION``) and the turn's tokens are tagged with the
+new and old values it states (``B-NEW I-NEW B-OLD I-OLD O``).
+
+**Stale tagger** (locate): input ``(turn under test, one earlier sentence)``; ``[CLS]`` says whether the sentence
+is made false by the turn (``STALE`` / ``NOT_STALE``) and the sentence's tokens are tagged with the words that
+must change (``B-STALE I-STALE O``): the core of a labelled stale span, i.e. the words where its text and its
+replacement differ (:func:`stale_core`), so "on Tuesday at 3pm" -> "on Tuesday at 4pm" tags "3pm" only.
+
+Tokens of the other segment, ``[SEP]`` and padding carry no label (-100). Examples are built from chats in the
+corpus schema (:mod:`keproxy.corrections.corpus`); everything here is deterministic.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from keproxy.editors.sentences import split_sentences
+
+__all__ = [
+    "CONTEXT_CHARS",
+    "STALE_LABELS",
+    "TURN_LABELS",
+    "Example",
+    "candidate_sentences",
+    "context_of",
+    "stale_core",
+    "stale_examples",
+    "turn_examples",
+    "value_words",
+]
+
+#: Turn tagger labels; the [CLS] position takes the last two.
+TURN_LABELS: tuple[str, ...] = ("O", "B-NEW", "I-NEW", "B-OLD", "I-OLD", "NO_CORRECTION", "CORRECTION")
+#: Stale tagger labels; the [CLS] position takes the last two.
+STALE_LABELS: tuple[str, ...] = ("O", "B-STALE", "I-STALE", "NOT_STALE", "STALE")
+#: Characters of recent history given to the turn tagger as context (the most recent ones).
+CONTEXT_CHARS = 700
+_EDITED_ROLES = frozenset({"user", "assistant"})
+_VALUE = re.compile(r"\d|[A-Z]")
+_WORDS = re.compile(r"[^\W_]+(?:['’.:,/-][^\W_]+)*")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One tagger input: ``text`` (the turn under test), ``pair`` (context or sentence), the sequence label,
+    and character spans of ``text`` (turn tagger) or ``pair`` (stale tagger) with their B- label stem."""
+
+    text: str
+    pair: str
+    label: str
+    spans: tuple[tuple[int, int, str], ...] = ()
+
+
+def context_of(messages: Sequence[Mapping[str, Any]], turn: int) -> str:
+    """The last :data:`CONTEXT_CHARS` characters of the user and assistant turns before ``turn``."""
+    parts = [str(m.get("content") or "") for m in messages[:turn] if m.get("role") in _EDITED_ROLES]
+    text = "\n".join(parts)
+    return text[-CONTEXT_CHARS:]
+
+
+def candidate_sentences(messages: Sequence[Mapping[str, Any]], turn: int) -> list[tuple[int, int, int]]:
+    """(message index, start, end) of every sentence of the user and assistant turns before ``turn`` whose
+    content is text (lines split first, so list items, table rows and code lines are separate)."""
+    out = []
+    for index, message in enumerate(messages[:turn]):
+        content = message.get("content")
+        if message.get("role") in _EDITED_ROLES and isinstance(content, str):
+            out += [(index, a, b) for a, b in split_sentences(content)]
+    return out
+
+
+_JOINERS = frozenset(".,:/-")
+
+
+def _widen(text: str, start: int, end: int) -> tuple[int, int]:
+    """``[start, end)`` widened to whole words: runs of letters and digits, and the ``. , : / -`` between two
+    of them ("2.4", "14:05", "t3.micro", "£1,250")."""
+
+    def joined(i: int) -> bool:  # text[i] is a joiner between two word characters
+        return (
+            0 < i < len(text) - 1 and text[i] in _JOINERS and text[i - 1].isalnum() and text[i + 1].isalnum()
+        )
+
+    while start > 0 and (text[start - 1].isalnum() or joined(start - 1)):
+        start -= 1
+    while end < len(text) and (text[end].isalnum() or joined(end)):
+        end += 1
+    return start, end
+
+
+def stale_core(text: str, replacement: str) -> tuple[int, int]:
+    """The range of ``text`` that differs from ``replacement`` (common prefix and suffix dropped), widened to
+    whole words; the whole text when they share nothing."""
+    start = 0
+    while start < min(len(text), len(replacement)) and text[start] == replacement[start]:
+        start += 1
+    end = 0
+    while end < min(len(text), len(replacement)) - start and text[-1 - end] == replacement[-1 - end]:
+        end += 1
+    a, b = _widen(text, start, len(text) - end)
+    if a >= b:  # a pure insertion: tag the word it touches
+        a, b = _widen(text, max(0, min(start, len(text) - 1)), min(len(text), start + 1))
+    return a, b
+
+
+def value_words(text: str) -> set[str]:
+    """Lower-cased words of ``text`` that look like values (digits or a capital letter)."""
+    return {w.casefold() for w in _WORDS.findall(text) if _VALUE.search(w)}
+
+
+def _find(haystack: str, needle: str) -> int:
+    return haystack.casefold().find(needle.casefold()) if needle else -1
+
+
+def turn_examples(chats: Iterable[Mapping[str, Any]]) -> list[Example]:
+    """One turn-tagger example per chat: its last turn, context, label, and the NEW / OLD value spans."""
+    out = []
+    for chat in chats:
+        messages = chat["messages"]
+        last = len(messages) - 1
+        text = str(messages[last]["content"])
+        spans: list[tuple[int, int, str]] = []
+        for c in chat.get("corrections", []):
+            for value, stem in ((c.get("new"), "NEW"), (c.get("old"), "OLD")):
+                at = _find(text, value or "")
+                taken = any(a < at + len(value or "") and at < b for a, b, _ in spans)
+                if at >= 0 and not taken:
+                    spans.append((at, at + len(value), stem))
+        label = "CORRECTION" if chat["is_correction"] else "NO_CORRECTION"
+        out.append(Example(text, context_of(messages, last), label, tuple(sorted(spans))))
+    return out
+
+
+def _sentence_spans(chat: Mapping[str, Any]) -> dict[tuple[int, int, int], list[tuple[int, int]]]:
+    """Candidate sentence -> the stale core ranges inside it (relative to the sentence)."""
+    messages = chat["messages"]
+    found: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    sentences = candidate_sentences(messages, len(messages) - 1)
+    for span in chat.get("stale_spans", []):
+        turn, text = int(span["turn"]), span["text"]
+        content = str(messages[turn]["content"])
+        core_a, core_b = stale_core(text, span["replacement"])
+        start = content.find(text)
+        while start >= 0:
+            a, b = start + core_a, start + core_b
+            for key in sentences:
+                if key[0] == turn and key[1] <= a < key[2]:
+                    found.setdefault(key, []).append((a - key[1], min(b, key[2]) - key[1]))
+            start = content.find(text, start + 1)
+    return found
+
+
+def stale_examples(
+    chats: Iterable[Mapping[str, Any]], rng: random.Random, *, negatives_per_chat: int = 4
+) -> list[Example]:
+    """Stale-tagger examples: every sentence holding a stale span (tagged), and up to ``negatives_per_chat``
+    other sentences of each chat (half of them the ones sharing the most value words with the turn under test,
+    the hard cases), all with the turn under test as ``text``."""
+    out = []
+    for chat in chats:
+        messages = chat["messages"]
+        last = len(messages) - 1
+        turn = str(messages[last]["content"])
+        stale = _sentence_spans(chat)
+        for (index, a, b), ranges in stale.items():
+            sentence = str(messages[index]["content"])[a:b]
+            merged = tuple(sorted((x, y, "STALE") for x, y in set(ranges)))
+            out.append(Example(turn, sentence, "STALE", merged))
+        others = [k for k in candidate_sentences(messages, last) if k not in stale]
+        texts = {k: str(messages[k[0]]["content"])[k[1] : k[2]] for k in others}
+        others = [k for k in others if len(texts[k].split()) >= 3]
+        values = value_words(turn)
+        hard = sorted(others, key=lambda k: -len(value_words(texts[k]) & values))[: negatives_per_chat // 2]
+        rest = [k for k in others if k not in hard]
+        pick = hard + rng.sample(rest, min(len(rest), negatives_per_chat - len(hard)))
+        out += [Example(turn, texts[k], "NOT_STALE") for k in pick]
+    return out

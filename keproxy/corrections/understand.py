@@ -1,0 +1,258 @@
+"""Correction understanding end to end: detect -> extract -> locate -> rewrite, with the learned taggers.
+
+:class:`CorrectionUnderstanding` reads a chat and returns its corrections, each with the exact stale spans it
+makes false and their replacements (:class:`~keproxy.editors.base.SpanEdit`), so the ``patch`` strategy changes
+those characters and nothing else:
+
+1. **detect + extract**: the turn tagger reads every user turn (after the first) with its recent history and
+   says whether it corrects something, tagging the new (and, when named, old) values. A filled KEIC template
+   (App. B.2) is a fast path: its quoted [O] / [N] are taken as they are.
+2. **locate**: the sentences of the earlier user and assistant turns (at most ``max_candidates``, those sharing
+   the most words and value kinds with the correction first) go to the stale tagger with the correcting turn;
+   it tags the words each sentence must change.
+3. **rewrite**: each tagged span becomes the correction's new value fitted to it
+   (:func:`keproxy.corrections.rewrite.replacement`). A new value that restates a whole clause (five words or
+   more, as KEIC templates 10-15 do) must then stand in the sentence word for word; when the word-level edit
+   does not achieve that (a reworded fact), the clause it replaces is found by
+   :class:`~keproxy.editors.locate.SpanLocator` among the sentences the stale tagger flagged, and replaced whole.
+
+Never raises on odd input (a message without text is skipped). Thread-safe; blocking (runs models).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from keproxy.corrections.model import MODELS_DIR, Tagger
+from keproxy.corrections.rewrite import choose_correction, replacement, shape
+from keproxy.corrections.tagging import candidate_sentences, context_of, stale_core, value_words
+from keproxy.editors.base import Correction, SpanEdit, message_text
+from keproxy.editors.detection.template_parser import parse_template
+from keproxy.editors.locate import SpanLocator
+
+__all__ = ["CorrectionUnderstanding", "UnderstandingOptions"]
+
+_CONTENT = re.compile(r"[^\W_]{3,}")
+_FOLD = re.compile(r"[^\W_]+")
+
+
+def _fold(text: str) -> str:
+    return " ".join(_FOLD.findall(text.casefold()))
+
+
+@dataclass(frozen=True)
+class UnderstandingOptions:
+    """detect_threshold: P(correction) from which a user turn is a correction. stale_threshold: P(stale) from
+    which a sentence's tagged words are rewritten. max_candidates: sentences sent to the stale tagger per
+    correcting turn. patterns: use the KEIC template fast path."""
+
+    detect_threshold: float = 0.5
+    stale_threshold: float = 0.5
+    max_candidates: int = 24
+    patterns: bool = True
+
+
+class CorrectionUnderstanding:
+    """The learned correction pipeline (see the module docstring); a ``CorrectionDetector`` named "learned".
+
+    turn_tagger / stale_tagger: default the adapters shipped in ``keproxy/data/models`` (raises
+    TaggerMissingError at construction when absent). locator: the clause locator for restated sentences
+    (default: ``SpanLocator(None)``, lexical; give it the app's embedder for the embedding score).
+    """
+
+    name = "learned"
+    blocking = True
+
+    def __init__(
+        self,
+        turn_tagger: Tagger | None = None,
+        stale_tagger: Tagger | None = None,
+        options: UnderstandingOptions | None = None,
+        *,
+        locator: SpanLocator | None = None,
+        threads: int | None = None,
+    ) -> None:
+        self.turn_tagger = turn_tagger or Tagger(MODELS_DIR / "turn-tagger", threads=threads)
+        self.stale_tagger = stale_tagger or Tagger(MODELS_DIR / "stale-tagger", threads=threads)
+        self.options = options or UnderstandingOptions()
+        self.locator = locator or SpanLocator(None)
+
+    def detect(self, messages: Sequence[Mapping[str, Any]]) -> list[Correction]:
+        """Corrections of every user turn after the first, in turn order, each with its span edits."""
+        if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+            return []
+        texts = [message_text(m) if isinstance(m, Mapping) else "" for m in messages]
+        turns = [
+            i for i, m in enumerate(messages)
+            if i >= 1 and isinstance(m, Mapping) and m.get("role") == "user" and texts[i].strip()
+        ]  # fmt: skip
+        if not turns:
+            return []
+        tagged = self.turn_tagger.tag([(texts[i], context_of(messages, i)) for i in turns])
+        out: list[Correction] = []
+        for turn, result in zip(turns, tagged, strict=True):
+            values = self._values(texts[turn], result)
+            if result.score < self.options.detect_threshold and not values[1]:
+                continue
+            pairs, template = values
+            if not pairs:
+                out.append(Correction(turn, None, texts[turn], self.name, result.score))
+                continue
+            spans = self._locate(messages, texts, turn, pairs, {c.turn_index for c in out})
+            for k, (old, new) in enumerate(pairs):
+                mine = tuple(s for s in spans if s.correction == k)
+                out.append(Correction(turn, old, new, self.name, max(result.score, 0.9 if template else 0.0),
+                                      template, mine))  # fmt: skip
+        return out
+
+    def _values(self, text: str, result: Any) -> tuple[list[tuple[str | None, str]], int | None]:
+        """(old, new) pairs of a turn and its template number: a template's slots, else the tagged values
+        (each new value paired with the old value tagged closest before or after it)."""
+        if self.options.patterns:
+            parsed = parse_template(text)
+            if parsed:
+                return [(p.old, p.new) for p in parsed], parsed[0].template
+        news = [(a, b) for a, b, stem in result.spans if stem == "NEW"]
+        olds = [(a, b) for a, b, stem in result.spans if stem == "OLD"]
+        pairs: list[tuple[str | None, str]] = []
+        for a, b in news:
+            old = min(olds, key=lambda o: abs(o[0] - a), default=None)
+            pairs.append((text[old[0] : old[1]] if old else None, text[a:b]))
+        return pairs, None
+
+    def _candidates(
+        self, messages: Sequence[Mapping[str, Any]], turn: int, text: str, skip: set[int]
+    ) -> list[tuple[int, int, int]]:
+        found = [c for c in candidate_sentences(messages, turn) if c[0] not in skip]
+        if len(found) <= self.options.max_candidates:
+            return found
+        values = value_words(text)
+        words = {w.casefold() for w in _CONTENT.findall(text)}
+        kinds = {shape(w) for w in values}
+
+        def score(c: tuple[int, int, int]) -> float:
+            sentence = message_text(messages[c[0]])[c[1] : c[2]]
+            own = value_words(sentence)
+            return (
+                3 * len(own & values)
+                + len(words & {w.casefold() for w in _CONTENT.findall(sentence)})
+                + len(kinds & {shape(w) for w in own})
+            )
+
+        ranked = sorted(found, key=lambda c: (-score(c), -c[0], c[1]))
+        return sorted(ranked[: self.options.max_candidates])
+
+    def _locate(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        texts: Sequence[str],
+        turn: int,
+        pairs: Sequence[tuple[str | None, str]],
+        skip: set[int],
+    ) -> list[SpanEdit]:
+        edits = self._quoted(messages, texts, turn, pairs, skip)
+        candidates = self._candidates(messages, turn, texts[turn], skip)
+        if not candidates:
+            return edits
+        tagged = self.stale_tagger.tag([(texts[turn], texts[i][a:b]) for i, a, b in candidates])
+        flagged: list[tuple[int, int, int]] = []
+        for (index, a, b), result in zip(candidates, tagged, strict=True):
+            if result.score < self.options.stale_threshold:
+                continue
+            flagged.append((index, a, b))
+            sentence = texts[index][a:b]
+            for x, y, _ in result.spans:
+                span = sentence[x:y]
+                k = choose_correction(span, sentence, pairs)
+                old, new = pairs[k]
+                after = replacement(sentence, x, y, new, old)
+                taken = any(e.turn_index == index and e.start < a + y and a + x < e.end for e in edits)
+                if after is not None and not taken:
+                    edits.append(SpanEdit(index, a + x, a + y, span, after, k))
+        for k, (old, new) in enumerate(pairs):
+            if len(new.split()) >= 5 and flagged and not self._realised(texts, edits, k, new):
+                edits = [
+                    e for e in edits if e.correction != k or e.before.casefold() in (old or "").casefold()
+                ]
+                edits += self._restated(messages, texts, turn, new, k, flagged, skip, edits)
+        return edits
+
+    @staticmethod
+    def _realised(texts: Sequence[str], edits: Sequence[SpanEdit], k: int, new: str) -> bool:
+        """Whether correction ``k``'s edits leave its new value standing word for word in an edited turn."""
+        target = _fold(new)
+        for index in {e.turn_index for e in edits if e.correction == k}:
+            text = texts[index]
+            for e in sorted((e for e in edits if e.turn_index == index), key=lambda e: -e.start):
+                text = text[: e.start] + e.after + text[e.end :]
+            if target and target in _fold(text):
+                return True
+        return False
+
+    def _restated(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        texts: Sequence[str],
+        turn: int,
+        new: str,
+        k: int,
+        flagged: Sequence[tuple[int, int, int]],
+        skip: set[int],
+        edits: Sequence[SpanEdit],
+    ) -> list[SpanEdit]:
+        """The clause ``new`` restates, chosen by the locator among the flagged sentences, replaced whole."""
+        for span in self.locator.rank(messages, new, turn, k=10, exclude=skip):
+            inside = any(i == span.turn_index and a <= span.start < b for i, a, b in flagged)
+            clash = any(
+                e.turn_index == span.turn_index and e.start < span.end and span.start < e.end for e in edits
+            )
+            if inside and not clash:
+                text = texts[span.turn_index]
+                before = text[span.start : span.end]
+                after = new.strip().strip('"“”')
+                if before[:1].isupper() and after[:1].islower():
+                    after = after[0].upper() + after[1:]
+                elif (
+                    before[:1].islower()
+                    and after[:1].isupper()
+                    and span.start > 0
+                    and text[: span.start].rstrip()[-1:] not in ".!?\n"
+                ):
+                    after = after[0].lower() + after[1:] if not after.split()[0].isupper() else after
+                return [SpanEdit(span.turn_index, span.start, span.end, before, after, k)]
+        return []
+
+    def _quoted(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        texts: Sequence[str],
+        turn: int,
+        pairs: Sequence[tuple[str | None, str]],
+        skip: set[int],
+    ) -> list[SpanEdit]:
+        """Fast path: an old value of three or more words that the user quoted (KEIC templates 1-9) and that
+        stands verbatim (ignoring case) in an earlier turn is stale wherever it stands; the words where old
+        and new differ are rewritten. Shorter old values ("Tuesday") may name other facts too: the tagger
+        decides those."""
+        if not self.options.patterns:
+            return []
+        edits: list[SpanEdit] = []
+        for k, (old, new) in enumerate(pairs):
+            if not old or len(old.split()) < 3:
+                continue
+            a, b = stale_core(old, new)
+            c, d = stale_core(new, old)
+            for index in range(turn):
+                if index in skip or messages[index].get("role") not in ("user", "assistant"):
+                    continue
+                text = texts[index]
+                at = text.casefold().find(old.casefold())
+                while at >= 0:
+                    before = text[at + a : at + b]
+                    if before != new[c:d]:
+                        edits.append(SpanEdit(index, at + a, at + b, before, new[c:d], k))
+                    at = text.casefold().find(old.casefold(), at + len(old))
+        return edits

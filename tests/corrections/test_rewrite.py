@@ -1,0 +1,97 @@
+"""Locate-and-rewrite pieces without models: stale cores, tagger examples, minimal replacements, exact patches."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from keproxy.corrections.rewrite import choose_correction, replacement
+from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
+from keproxy.editors.base import Correction, EditContext, SpanEdit
+from keproxy.editors.patch import PatchEditor
+
+CHAT = {
+    "id": "t-1", "domain": "scheduling", "style": "implicit", "is_correction": True,
+    "messages": [
+        {"role": "user", "content": "Book the review on Tuesday at 3pm in Room 204. I have yoga every Tuesday."},
+        {"role": "assistant", "content": "Done: the review is on Tuesday at 3pm in Room 204. Bring your laptop."},
+        {"role": "user", "content": "Actually, make that 4pm."},
+    ],
+    "corrections": [{"old": None, "new": "4pm"}],
+    "stale_spans": [{"turn": 0, "text": "Tuesday at 3pm", "replacement": "Tuesday at 4pm"},
+                    {"turn": 1, "text": "3pm", "replacement": "4pm"}],
+    "keep_spans": [{"turn": 0, "text": "I have yoga every Tuesday"}],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "new", "core"),
+    [("on Tuesday at 3pm", "on Tuesday at 4pm", "3pm"), ("2.4 m", "2.6 m", "2.4"), ("£1,250 a month", "£1,500 a month", "1,250"),
+     ("14:05 UTC", "14:35 UTC", "14:05"), ("Porto", "Lisbon", "Porto")],
+)  # fmt: skip
+def test_stale_core_is_the_differing_words(text: str, new: str, core: str) -> None:
+    a, b = stale_core(text, new)
+    assert text[a:b] == core
+
+
+def test_examples_tag_values_and_stale_words() -> None:
+    (turn,) = turn_examples([CHAT])
+    assert turn.label == "CORRECTION" and [(turn.text[a:b], s) for a, b, s in turn.spans] == [("4pm", "NEW")]
+    examples = stale_examples([CHAT], random.Random(0))
+    stale = [(e.pair, [e.pair[a:b] for a, b, _ in e.spans]) for e in examples if e.label == "STALE"]
+    assert stale == [("Book the review on Tuesday at 3pm in Room 204.", ["3pm"]),
+                     ("Done: the review is on Tuesday at 3pm in Room 204.", ["3pm"])]  # fmt: skip
+    assert {e.pair for e in examples if e.label == "NOT_STALE"} == {
+        "I have yoga every Tuesday.",
+        "Bring your laptop.",
+    }
+
+
+@pytest.mark.parametrize(
+    ("sentence", "span", "new", "old", "expected"),
+    [
+        ("The hackathon had 64 participants in 16 teams.", "16", "18 teams", None, "18"),
+        ("The review is on Tuesday at 3pm in Room 204.", "3pm", "4", None, "4pm"),
+        ("The review is on Tuesday at 3pm in Room 204.", "3pm", "at 4pm", None, "4pm"),
+        ("We each put in $250 a month.", "$250", "300", None, "$300"),
+        ("The tower was completed in 1887 as an arch.", "1887", "The tower was completed in 1889", None, "1889"),
+        ("The tower was completed in 1887 as an arch.", "1887", "The tower was completed in 1889",
+         "The tower was completed in 1887", "1889"),
+        ("Porto is lovely in May.", "Porto", "lisbon", None, "Lisbon"),
+    ],
+)  # fmt: skip
+def test_replacement_fits_the_new_value_to_the_span(
+    sentence: str, span: str, new: str, old: str | None, expected: str
+) -> None:
+    start = sentence.index(span)
+    assert replacement(sentence, start, start + len(span), new, old) == expected
+
+
+def test_replacement_that_changes_nothing_is_none() -> None:
+    assert replacement("We meet at 4pm.", 11, 14, "4pm") is None
+
+
+def test_a_span_goes_to_the_correction_that_names_it_or_shares_its_kind() -> None:
+    pairs: list[tuple[str | None, str]] = [("Porto", "Lisbon"), (None, "14:20")]
+    assert choose_correction("13:50", "we land at 13:50", pairs) == 1
+    assert choose_correction("Porto", "fly to Porto", pairs) == 0
+
+
+def test_patch_changes_exactly_the_located_spans() -> None:
+    messages = [dict(m) for m in CHAT["messages"]]
+    first, second = messages[0]["content"], messages[1]["content"]
+    at0, at1 = first.index("3pm"), second.index("3pm")
+    spans = (SpanEdit(0, at0, at0 + 3, "3pm", "4pm"), SpanEdit(1, at1, at1 + 3, "3pm", "4pm"),
+             SpanEdit(1, 0, 4, "Gone", "x"))  # the last no longer matches its text: skipped  # fmt: skip
+    correction = Correction(2, None, "4pm", "learned", 0.9, None, spans)
+    result = asyncio.run(PatchEditor().edit(messages, [correction], EditContext()))
+    assert result.messages[0]["content"] == first.replace("3pm", "4pm")
+    assert "I have yoga every Tuesday." in result.messages[0]["content"]
+    assert (
+        result.messages[1]["content"]
+        == "Done: the review is on Tuesday at 4pm in Room 204. Bring your laptop."
+    )
+    assert [(e.turn_index, e.before, e.after) for e in result.edits] == [(0, "3pm", "4pm"), (1, "3pm", "4pm")]
+    assert messages[0]["content"] == first  # the input is not mutated
