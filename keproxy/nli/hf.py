@@ -114,23 +114,27 @@ class HFCrossEncoderNLI:
                 if self.offline:
                     os.environ["HF_HUB_OFFLINE"] = "1"
                 import torch
-                from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
                 if self.num_threads:
                     torch.set_num_threads(self.num_threads)
                 try:
-                    tokenizer = AutoTokenizer.from_pretrained(
-                        self.name_or_path, local_files_only=self.offline
-                    )
-                    model = AutoModelForSequenceClassification.from_pretrained(
-                        self.name_or_path, local_files_only=self.offline
-                    )
+                    tokenizer, model = self._load_model()
                 except (OSError, ValueError) as exc:
                     raise NLIConfigError(f"cannot load NLI model {self.name_or_path!r}: {exc}") from exc
                 columns = label_columns(model.config.id2label)
                 model.to(self.device).eval()
                 self._loaded = (tokenizer, model, columns)
             return self._loaded
+
+    def _load_model(self) -> tuple[Any, Any]:
+        """(tokenizer, model) from ``name_or_path``; raises OSError / ValueError as transformers does."""
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(self.name_or_path, local_files_only=self.offline)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            self.name_or_path, local_files_only=self.offline
+        )
+        return tokenizer, model
 
     def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Probabilities: float32 array (len(pairs), 3), rows summing to 1, columns in ``LABELS`` order

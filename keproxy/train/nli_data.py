@@ -1,38 +1,32 @@
-"""NLI training pairs built from the shared benchmark data, split by source item so nothing leaks.
+"""NLI training pairs from data written for keproxy (all in the repository), split so nothing leaks.
 
-Sources (files under the shared data folder, see ``shared/data/README.md``):
+Sources (no evaluation split, no file outside the package):
 
-- ``counterfact``: CounterFact (EasyEdit split, edit + val). The cloze filled with the true object vs the new
-  object is a contradiction; the paraphrase with the same object an entailment; the neighbourhood prompt
-  (other subject) and another fact of the same subject are neutral.
-- ``zsre``: zsRE MEND-eval records as Q/A lines ("Which family does X belong to? Lecanorales."): true vs
-  new answer = contradiction, rephrased question with the same answer = entailment, an unrelated NQ Q/A or
-  a bare question = neutral.
-- ``decode``: DECODE human-bot dialogues: the bot's earlier turns vs its last turn (contradiction when the
-  dialogue is labelled so, else neutral), plus RCT dialogues (neutral).
-- ``keic``: the hand-written KEIC dev set: ``support_old`` (and the story sentence holding it, and history
-  Q/A pairs that repeat it when ``history_mentions_old``) vs each ``support_new`` = contradiction; story
-  sentences and Q/A pairs vs what they state = entailment; other story sentences, unrelated Q/A pairs and
-  questions = neutral.
-- ``story-edits`` (KEIC story sentences) and ``chat-edits`` (DECODE turns): minimal edits of natural sentences
-  (:mod:`keproxy.train.nli_edits`): a changed number, day, colour, opposite or negation = contradiction, a
-  dropped trailing phrase or clause = entailment, another sentence of the same story, or of the same speaker
-  in a dialogue without contradiction, = neutral.
+- ``hand``: ``keproxy/data/nli/train-hand.jsonl``, (premise, hypothesis, label) groups written for keproxy
+  around one fact each: a changed value (contradiction), a paraphrase or a passage stating it (entailment), the
+  same entity's other attribute and another entity with the same words (neutral); chat sentences, edit triples,
+  free-text and event edits, answers, passages, correction turns, in a dozen domains (data card:
+  ``keproxy/data/nli/CARD.md``).
+- ``chats``: the correction corpus (:mod:`keproxy.corrections.corpus`): an earlier sentence holding a stale span
+  vs the user's correcting turn = contradiction; that sentence with the stale spans corrected vs the same turn =
+  entailment; other sentences of the chat (every sentence of a look-alike negative chat) vs the last turn =
+  neutral, so questions, hypotheticals, opinions and cue words that correct nothing are neutral.
+- ``chat-edits``: minimal edits (:mod:`keproxy.train.nli_edits`) of the corpus's sentences: a changed number,
+  day, colour, name, opposite or negation = contradiction, a dropped trailing phrase or clause = entailment,
+  another sentence of the same text = neutral.
 
-Every pair belongs to a *group* (CounterFact and zsRE subject, DECODE conversation, KEIC instance id); groups
-are split into train / held-out by a seeded hash of the group alone, so a KEIC instance or a conversation is on
-the same side in every source that uses it, and train pairs that share a premise or hypothesis text with
-any held-out pair are dropped. Train pairs are then sampled class-balanced with fixed source shares; held-out
-pairs are capped per source and class. Train pairs come as minimal-pair triplets where a premise has all three
-labels (see :func:`_sample_source`). Everything is deterministic given the seed.
+Splits: the corpus's dev chats (:func:`keproxy.corrections.corpus.split_of`, by chat family) and a seeded hash
+share of the hand groups are held out; train pairs that share a premise or hypothesis text with any held-out or
+hand-made check pair are dropped. Train pairs are sampled class-balanced with fixed source shares, as minimal-
+pair triplets where a premise has all three labels. Everything is deterministic given the seed: files are read
+in sorted order and no set or dict order depends on hashing.
 
-The hand-made pairs in ``keproxy/data/nli-handmade.jsonl`` (:func:`load_handmade`) are never used here.
+The hand-made check pairs in ``keproxy/data/nli-handmade.jsonl`` (:func:`load_handmade`) are never trained on.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import random
 import re
@@ -42,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from keproxy.datasets import shared_data_dir
+from keproxy.corrections.corpus import apply_stale_spans, family, load_corpus, split_of
 from keproxy.editors.sentences import split_sentences
 from keproxy.nli.base import LABELS, Label
 from keproxy.train.nli_edits import contradiction_edit, entailment_edits, text_names, truncated_contradiction
@@ -50,35 +44,28 @@ from keproxy.train.nli_edits import contradiction_edit, entailment_edits, text_n
 __all__ = [
     "DEFAULT_SHARES",
     "HANDMADE_PATH",
+    "HAND_TRAIN_PATH",
     "SOURCES",
     "NLIData",
     "NLIPair",
     "build_nli_data",
-    "counterfact_items",
-    "decode_items",
+    "chat_items",
     "edit_items",
+    "hand_items",
     "is_heldout",
     "iter_texts",
-    "keic_items",
     "load_handmade",
     "source_files",
-    "zsre_items",
 ]
 
-SOURCES: tuple[str, ...] = ("counterfact", "zsre", "decode", "keic", "story-edits", "chat-edits")
+SOURCES: tuple[str, ...] = ("hand", "chats", "chat-edits")
 
-#: Share of each class's training pairs drawn from each source (renormalised over sources that have the class;
-#: DECODE has no entailment pairs).
-DEFAULT_SHARES: Mapping[str, float] = {
-    "counterfact": 0.3,
-    "zsre": 0.15,
-    "decode": 0.07,
-    "keic": 0.18,
-    "story-edits": 0.12,
-    "chat-edits": 0.18,
-}
+#: Share of each class's training pairs drawn from each source (renormalised over sources that have the class).
+DEFAULT_SHARES: Mapping[str, float] = {"hand": 0.4, "chats": 0.35, "chat-edits": 0.25}
 
-HANDMADE_PATH = Path(__file__).resolve().parent.parent / "data" / "nli-handmade.jsonl"
+_DATA = Path(__file__).resolve().parent.parent / "data"
+HANDMADE_PATH = _DATA / "nli-handmade.jsonl"
+HAND_TRAIN_PATH = _DATA / "nli" / "train-hand.jsonl"
 
 # Prefixes a user puts before a correction; added to a few declarative hypotheses of every label so that
 # the prefix itself is no cue for the label.
@@ -92,17 +79,11 @@ _LOWER_AFTER_PREFIX = frozenset(
         "Some All One After Before When In On At",
     )
 )
-
 _WORD = re.compile(r"[a-z0-9$%]+(?:['’][a-z]+)?")
-_STOPWORDS = frozenset(
-    re.findall(
-        r"\S+",
-        """a an the and or but so of to in on at by for with from into onto over under about as is are was were
-        be been being it its it's this that these those there here he she they we you i me him her them us my
-        his their our your do does did done have has had not no yes what who whom which when where why how than
-        then too very just also all any some one only""",
-    )
-)
+#: Longest hypothesis (a correcting turn) kept whole, in characters; longer turns are cut at a sentence end.
+_MAX_HYPOTHESIS = 600
+#: Neutral pairs per chat at most (a long text has many sentences the correction does not touch).
+_NEUTRAL_PER_CHAT = 4
 
 
 class NLIPair(NamedTuple):
@@ -119,6 +100,8 @@ class _Item:
     """The candidate pairs of one source item; ``group`` decides its split."""
 
     group: str
+    heldout: bool | None = None
+    """Fixed by the item (the corpus's dev chats); None: decided by :func:`is_heldout`."""
     pairs: list[NLIPair] = field(default_factory=list)
 
     def add(self, premise: str, hypothesis: str, label: Label, source: str) -> None:
@@ -147,27 +130,6 @@ def _norm(text: str) -> str:
     return " ".join(_WORD.findall(text.casefold()))
 
 
-def _content_words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.casefold()) if w not in _STOPWORDS}
-
-
-def _sentence(text: str) -> str:
-    """Capitalised, ending with . ? or ! (a period is added when missing)."""
-    text = _clean(text)
-    if not text:
-        return text
-    text = text[0].upper() + text[1:]
-    return text if text[-1] in ".?!\"'”" else text + "."
-
-
-def _qa(question: str, answer: str) -> str:
-    """A Q/A line as the chat history shows it: "How many times did she rest? Twice."."""
-    question = _clean(question)
-    if not question.endswith("?"):
-        question += "?"
-    return f"{_sentence(question)} {_sentence(answer)}"
-
-
 def _prefixed(text: str, rng: random.Random) -> str:
     """``text``, sometimes behind a correction prefix ("Actually, ..."), never for questions."""
     if text.endswith("?") or not text[:1].isupper() or rng.random() >= _PREFIX_RATE:
@@ -185,213 +147,73 @@ def _stable_fraction(*parts: object) -> float:
 # --- pair builders, one per source ----------------------------------------------------------------------
 
 
-def _cf_rephrase(rephrase: str, subject: str) -> str | None:
-    """The paraphrase cloze without the random sentence ROME puts before it, or None without the subject."""
-    at = rephrase.find(subject)
-    if at < 0:
-        return None
-    cut = max(rephrase.rfind(mark, 0, at) for mark in (". ", "? ", "! "))
-    return rephrase[cut + 2 :] if cut >= 0 else rephrase
-
-
-def counterfact_items(records: Iterable[Mapping[str, Any]], rng: random.Random) -> list[_Item]:
-    """CounterFact records ({prompt, subject, ground_truth, target_new, rephrase_prompt, locality_prompt,
-    locality_ground_truth}) -> one item per subject."""
+def hand_items(rows: Iterable[Mapping[str, Any]]) -> list[_Item]:
+    """The hand-written groups ({group, premise, hypothesis, label, ...} rows) -> one item per group."""
     items: dict[str, _Item] = {}
-    facts: dict[str, list[str]] = defaultdict(list)
-    for rec in records:
-        subject, prompt = rec["subject"].strip(), rec["prompt"].strip()
-        old, new = rec["ground_truth"].strip(), rec["target_new"].strip()
-        if not subject or not prompt or old.casefold() == new.casefold():
-            continue
-        item = items.setdefault(subject.casefold(), _Item(f"cf:{subject.casefold()}"))
-        src = "counterfact"
-        true_s, new_s = _sentence(f"{prompt} {old}"), _sentence(f"{prompt} {new}")
-        item.add(true_s, _prefixed(new_s, rng), "contradiction", src)
-        rephrase = _cf_rephrase(rec["rephrase_prompt"], subject)
-        if rephrase:
-            re_true, re_new = _sentence(f"{rephrase} {old}"), _sentence(f"{rephrase} {new}")
-            item.add(true_s, _prefixed(re_new, rng), "contradiction", src)
-            item.add(re_new, true_s, "contradiction", src)
-            item.add(true_s, _prefixed(re_true, rng), "entailment", src)
-            item.add(re_new, _prefixed(new_s, rng), "entailment", src)
-            item.add(re_true, true_s, "entailment", src)
-        locality = _sentence(f"{rec['locality_prompt'].strip()} {rec['locality_ground_truth'].strip()}")
-        item.add(true_s, _prefixed(locality, rng), "neutral", src)
-        item.add(locality, _prefixed(new_s, rng), "neutral", src)
-        facts[subject.casefold()].append(true_s)
-    # Another fact about the same subject is neutral: same entity, different relation.
-    for key, sentences in facts.items():
-        for a, b in itertools.pairwise(sentences):
-            items[key].add(a, b, "neutral", "counterfact")
-            items[key].add(b, a, "neutral", "counterfact")
+    for row in rows:
+        if row["label"] not in LABELS:
+            raise ValueError(f"hand NLI pair {row!r}: label is not one of {LABELS}")
+        group = f"hand:{row['group']}"
+        items.setdefault(group, _Item(group)).add(row["premise"], row["hypothesis"], row["label"], "hand")
     return list(items.values())
 
 
-def zsre_items(records: Iterable[Mapping[str, Any]], rng: random.Random) -> list[_Item]:
-    """zsRE MEND-eval records ({subject, src, rephrase, alt, answers[], loc, loc_ans}) -> one item per
-    subject, all pairs as Q/A lines."""
-    items: dict[str, _Item] = {}
-    for rec in records:
-        answers = rec.get("answers") or []
-        if not answers:
-            continue
-        old, new = answers[0].strip(), rec["alt"].strip()
-        if not old or not new or old.casefold() == new.casefold():
-            continue
-        subject = rec["subject"].strip()
-        item = items.setdefault(subject.casefold(), _Item(f"zsre:{subject.casefold()}"))
-        src, question, rephrase = "zsre", rec["src"], rec["rephrase"]
-        qa_true = _qa(question, old)
-        item.add(qa_true, _qa(rephrase, new), "contradiction", src)
-        item.add(_qa(question, new), qa_true, "contradiction", src)
-        item.add(qa_true, _qa(rephrase, old), "entailment", src)
-        item.add(_qa(rephrase, old), qa_true, "entailment", src)
-        loc_question = re.sub(r"^nq question:\s*", "", rec.get("loc", "")).strip()
-        if loc_question and rec.get("loc_ans"):
-            loc_qa = _qa(loc_question, rec["loc_ans"])
-            item.add(qa_true, loc_qa, "neutral", src)
-            item.add(loc_qa, _qa(question, new), "neutral", src)
-        item.add(qa_true, _sentence(rephrase if rephrase.endswith("?") else rephrase + "?"), "neutral", src)
-    del rng  # every zsRE pair is kept; the sampler picks among them
-    return list(items.values())
+def _sentences(text: str) -> list[str]:
+    return [text[a:b] for a, b in split_sentences(text)]
 
 
-def decode_items(human_bot: Iterable[Mapping[str, Any]], rct: Iterable[Mapping[str, Any]]) -> list[_Item]:
-    """DECODE dialogues -> one item per conversation: an earlier turn of the last speaker vs its last turn;
-    contradiction when ``is_contradiction`` (human-bot only), else neutral.
+def _hypothesis(turn: str) -> str:
+    """The correcting turn, cut after the last sentence that ends within ``_MAX_HYPOTHESIS`` characters."""
+    if len(turn) <= _MAX_HYPOTHESIS:
+        return turn
+    ends = [b for _, b in split_sentences(turn) if b <= _MAX_HYPOTHESIS]
+    return turn[: ends[-1]] if ends else turn[:_MAX_HYPOTHESIS]
 
-    The data does not say which earlier turn is contradicted, so the premise is the earlier turn of the same
-    speaker sharing the most content words with the last turn (the latest on a tie), chosen the same way for
-    both labels; dialogues where no earlier turn shares a content word are skipped.
-    """
-    items: list[_Item] = []
-    for dialogues, kind in ((human_bot, "hb"), (rct, "rct")):
-        for dia in dialogues:
-            turns = dia.get("turns") or []
-            if len(turns) < 3:
+
+def chat_items(chats: Iterable[Mapping[str, Any]], rng: random.Random) -> list[_Item]:
+    """Pairs from corpus chats, one item per chat (group: its family; dev chats held out). See the module
+    docstring for the labels."""
+    items = []
+    for chat in chats:
+        messages = chat["messages"]
+        last = _hypothesis(messages[-1]["content"])
+        item = _Item(f"chat:{family(chat)}", heldout=split_of(chat) == "dev")
+        fixed = apply_stale_spans(chat)
+        stale: dict[int, list[str]] = defaultdict(list)
+        for span in chat.get("stale_spans", []):
+            stale[int(span["turn"])].append(span["text"])
+        neutral: list[str] = []
+        for turn, message in enumerate(messages[:-1]):
+            if message["role"] == "system":
                 continue
-            last = turns[-1]
-            last_words = _content_words(last["text"])
-            scored = [
-                (len(_content_words(t["text"]) & last_words), n, t["text"])
-                for n, t in enumerate(turns[:-1])
-                if t["agent_id"] == last["agent_id"]
-            ]
-            if not scored or max(scored)[0] == 0:
-                continue
-            conversation = str(dia.get("conversation_id") or dia.get("record_id")).split("#", 1)[0]
-            item = _Item(f"decode:{kind}:{conversation}")
-            label: Label = "contradiction" if dia.get("is_contradiction") else "neutral"
-            item.add(max(scored)[2], last["text"], label, "decode")
+            texts = stale.get(turn, [])
+            originals, corrected = _sentences(message["content"]), _sentences(fixed[turn])
+            aligned = len(originals) == len(corrected)
+            for k, sentence in enumerate(originals):
+                if any(text in sentence for text in texts):
+                    item.add(sentence, last, "contradiction", "chats")
+                    if aligned and corrected[k] != sentence:
+                        item.add(corrected[k], last, "entailment", "chats")
+                elif len(sentence.split()) >= 4:
+                    neutral.append(sentence)
+        for sentence in rng.sample(neutral, min(_NEUTRAL_PER_CHAT, len(neutral))):
+            item.add(sentence, last, "neutral", "chats")
+        if item.pairs:
             items.append(item)
     return items
 
 
-def _overlap(words: set[str], other: set[str]) -> float:
-    return len(words & other) / len(words) if words else 0.0
-
-
-def keic_items(instances: Iterable[Mapping[str, Any]], rng: random.Random) -> list[_Item]:
-    """KEIC instances -> one item per instance id (see the module docstring for the pair types)."""
-    items: list[_Item] = []
-    for inst in instances:
-        story, old = inst["story"], inst["support_old"]
-        at = story.find(old)
-        if at < 0:
-            continue
-        news = [_clean(n) for n in inst["support_new"]]
-        item = _Item(f"keic:{inst['id']}")
-        src = "keic"
-        bounds = split_sentences(story)
-        old_bounds = [(s, e) for s, e in bounds if s < at + len(old) and e > at]
-        context = story[min(s for s, _ in old_bounds) : max(e for _, e in old_bounds)] if old_bounds else old
-        others = [(s, e) for s, e in bounds if (s, e) not in old_bounds and len(story[s:e].split()) >= 4]
-        if inst.get("propagation"):  # later sentences may depend on the old fact: not safely neutral
-            others = [(s, e) for s, e in others if e <= at]
-        old_words = _content_words(old)
-        qa_old: list[str] = []
-        qa_other: list[tuple[str, str, str]] = []
-        for turn in inst["history"]:
-            answer_words = _content_words(turn["answer"])
-            line = _qa(turn["question"], turn["answer"])
-            if inst.get("history_mentions_old") and answer_words and _overlap(answer_words, old_words) >= 0.5:
-                qa_old.append(line)
-            elif not answer_words & old_words:
-                qa_other.append((line, turn["question"], turn["answer"]))
-        for new in news:
-            item.add(old, _prefixed(new, rng), "contradiction", src)
-            item.add(new, old, "contradiction", src)
-            item.add(context, _prefixed(new, rng), "contradiction", src)
-            for line in qa_old:
-                item.add(line, _prefixed(new, rng), "contradiction", src)
-            item.add(context.replace(old, new), new, "entailment", src)
-            for s, e in others:
-                item.add(story[s:e], _prefixed(new, rng), "neutral", src)
-            for line, _, answer in qa_other:
-                if not _content_words(answer) & _content_words(new):
-                    item.add(line, _prefixed(new, rng), "neutral", src)
-        item.add(context, old, "entailment", src)
-        for line in qa_old:
-            item.add(context, line, "entailment", src)
-        for s, e in others:
-            item.add(story[s:e], old, "neutral", src)
-        item.add(old, inst["test_question"], "neutral", src)
-        # A Q/A pair is entailed by the one story sentence that holds its answer; the bare question is neutral.
-        for line, question, answer in qa_other:
-            answer_words, q_words = _content_words(answer), _content_words(question)
-            scored = [
-                (
-                    _overlap(answer_words, _content_words(story[s:e])),
-                    len(q_words & _content_words(story[s:e])),
-                    s,
-                    e,
-                )
-                for s, e in bounds
-            ]
-            full = sorted((x for x in scored if x[0] == 1.0), key=lambda x: -x[1])
-            if answer_words and full and (len(full) == 1 or full[0][1] > full[1][1]):
-                sentence = story[full[0][2] : full[0][3]]
-                item.add(sentence, line, "entailment", src)
-                item.add(sentence, question, "neutral", src)
-        items.append(item)
-    return items
-
-
-def _sentences(text: str) -> list[str]:
-    return [_clean(text[s:e]) for s, e in split_sentences(text)]
-
-
-_SIMPLE_SPLIT = re.compile(r"(?<=[.!?])\s+")
-
-
-def _turn_sentences(text: str) -> list[str]:
-    """Sentences of a chat turn: split after . ! ? (pysbd is too slow for 20k short turns)."""
-    return [t for t in (_clean(x) for x in _SIMPLE_SPLIT.split(text)) if t]
-
-
-def _story_sentences(instances: Iterable[Mapping[str, Any]]) -> dict[str, list[list[str]]]:
-    """KEIC group -> [the story's sentences] (one consistent text)."""
-    return {f"keic:{inst['id']}": [_sentences(inst["story"])] for inst in instances}
-
-
-def _dialogue_sentences(
-    human_bot: Iterable[Mapping[str, Any]], rct: Iterable[Mapping[str, Any]]
-) -> dict[str, list[list[str]]]:
-    """DECODE group -> one sentence list per speaker; the lists of a dialogue labelled contradictory are
-    marked by a leading "!" entry (their sentences are edited but never paired as neutral)."""
-    out: dict[str, list[list[str]]] = defaultdict(list)
-    for dialogues, kind in ((human_bot, "hb"), (rct, "rct")):
-        for dia in dialogues:
-            conversation = str(dia.get("conversation_id") or dia.get("record_id")).split("#", 1)[0]
-            speakers: dict[int, list[str]] = defaultdict(list)
-            for turn in dia.get("turns") or []:
-                speakers[turn["agent_id"]] += _turn_sentences(turn["text"])
-            for sentences in speakers.values():
-                out[f"decode:{kind}:{conversation}"].append(
-                    (["!"] if dia.get("is_contradiction") else []) + sentences
-                )
-    return out
+def _chat_texts(chats: Iterable[Mapping[str, Any]]) -> dict[str, list[list[str]]]:
+    """group -> sentence lists that are consistent with each other: every earlier turn of a chat, as the
+    correction leaves it (stale spans applied), so no list holds two versions of one fact."""
+    texts: dict[str, list[list[str]]] = {}
+    for chat in chats:
+        fixed = apply_stale_spans(chat)
+        lists = [
+            _sentences(fixed[turn]) for turn, m in enumerate(chat["messages"][:-1]) if m["role"] != "system"
+        ]
+        texts.setdefault(f"chat:{family(chat)}", []).extend(lists)
+    return texts
 
 
 def edit_items(texts: Mapping[str, Sequence[Sequence[str]]], source: str, rng: random.Random) -> list[_Item]:
@@ -436,22 +258,13 @@ def edit_items(texts: Mapping[str, Sequence[Sequence[str]]], source: str, rng: r
 # --- loading, splitting, sampling -----------------------------------------------------------------------
 
 
-def source_files(data_dir: Path | None = None) -> dict[str, list[Path]]:
-    """The files each source reads. Raises FileNotFoundError naming a missing file."""
-    root = data_dir or shared_data_dir()
-    if root is None:
-        raise FileNotFoundError(
-            "the shared data folder (shared/data beside the repository) is missing; set KEPROXY_SHARED_DATA"
-        )
-    files = {
-        "counterfact": [
-            root / "counterfact/counterfact-edit.json",
-            root / "counterfact/counterfact-val.json",
-        ],
-        "zsre": [root / "zsre/zsre_mend_eval_portability_gpt4.json"],
-        "decode": [root / "decode/human-bot.jsonl", root / "decode/rct.jsonl"],
-        "keic": [root / "keic-authored/dev.jsonl"],
-    }
+def source_files() -> dict[str, list[Path]]:
+    """The files each source reads (in the package). Raises FileNotFoundError naming a missing file."""
+    from keproxy.corrections.corpus import corpus_files
+
+    files = {"hand": [HAND_TRAIN_PATH], "chats": corpus_files()}
+    if not files["chats"]:
+        raise FileNotFoundError("the correction corpus (keproxy/data/chats/*/*.jsonl) is missing")
     for paths in files.values():
         for path in paths:
             if not path.is_file():
@@ -459,30 +272,26 @@ def source_files(data_dir: Path | None = None) -> dict[str, list[Path]]:
     return files
 
 
-def _read_json(path: Path) -> list[dict[str, Any]]:
-    if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list")
-    return data
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
 
 
-def _all_items(files: Mapping[str, Sequence[Path]], seed: int) -> dict[str, list[_Item]]:
+def _all_items(seed: int) -> dict[str, list[_Item]]:
+    files = source_files()
+
     def rng(source: str) -> random.Random:
         return random.Random(f"{seed}:{source}")
 
-    cf = [rec for path in files["counterfact"] for rec in _read_json(path)]
-    decode_hb, decode_rct = (_read_json(path) for path in files["decode"])
-    keic = _read_json(files["keic"][0])
+    chats = load_corpus()
+    dev = {f"chat:{family(c)}" for c in chats if split_of(c) == "dev"}
+    edits = edit_items(_chat_texts(chats), "chat-edits", rng("chat-edits"))
+    for item in edits:
+        item.heldout = item.group in dev
     return {
-        "counterfact": counterfact_items(cf, rng("counterfact")),
-        "zsre": zsre_items(_read_json(files["zsre"][0]), rng("zsre")),
-        "decode": decode_items(decode_hb, decode_rct),
-        "keic": keic_items(keic, rng("keic")),
-        "story-edits": edit_items(_story_sentences(keic), "story-edits", rng("story-edits")),
-        "chat-edits": edit_items(_dialogue_sentences(decode_hb, decode_rct), "chat-edits", rng("chat-edits")),
+        "hand": hand_items(row for path in files["hand"] for row in _read_jsonl(path)),
+        "chats": chat_items(chats, rng("chats")),
+        "chat-edits": edits,
     }
 
 
@@ -557,7 +366,6 @@ def _sizes(pairs: Iterable[NLIPair]) -> dict[str, dict[str, int]]:
 
 
 def build_nli_data(
-    data_dir: Path | None = None,
     *,
     seed: int = 0,
     max_pairs: int = 6000,
@@ -568,8 +376,7 @@ def build_nli_data(
     """Build the class-balanced train pairs (at most ``max_pairs``, a third per label) and the held-out pairs
     (at most ``heldout_per_class`` per source and label), deterministic given ``seed``.
 
-    data_dir: the shared data folder (default: found by :func:`keproxy.datasets.shared_data_dir`).
-    heldout_fraction: share of groups (subjects, conversations, KEIC instances) held out.
+    heldout_fraction: share of hand groups held out (corpus chats follow the corpus's own dev split).
     shares: source share of each label's train pairs. Raises FileNotFoundError on a missing data file.
     """
     if not 0 < heldout_fraction < 1:
@@ -577,14 +384,17 @@ def build_nli_data(
     unknown = set(shares) - set(SOURCES)
     if unknown:
         raise ValueError(f"unknown sources in shares: {sorted(unknown)}; known: {', '.join(SOURCES)}")
-    items = _all_items(source_files(data_dir), seed)
+    items = _all_items(seed)
     train_pool: list[NLIPair] = []
     held_pool: list[NLIPair] = []
     for source in SOURCES:
         for item in items[source]:
-            (held_pool if is_heldout(item.group, seed, heldout_fraction) else train_pool).extend(item.pairs)
+            held = (
+                item.heldout if item.heldout is not None else is_heldout(item.group, seed, heldout_fraction)
+            )
+            (held_pool if held else train_pool).extend(item.pairs)
     held_pool = _dedup(held_pool)
-    # No text of a held-out or hand-made pair may appear in training, whatever its group.
+    # No text of a held-out or hand-made check pair may appear in training, whatever its group.
     unseen = set(iter_texts(held_pool)) | set(iter_texts(load_handmade()))
     train_pool = [
         p for p in _dedup(train_pool) if _norm(p.premise) not in unseen and _norm(p.hypothesis) not in unseen
