@@ -5,7 +5,9 @@ questions and answers about it, then the user corrects one detail of the story. 
 "learned" detector (:class:`keproxy.corrections.understand.CorrectionUnderstanding`, the shipped taggers)
 and the ``patch`` strategy on the whole chat, in one thread, with torch set to ``--threads`` threads; the
 script prints p50 / p99 / mean in ms over ``--repeats`` runs (after ``--warmup``), the stale spans found and
-the edited sentence, and the same for a chat whose last turn is a look-alike that corrects nothing.
+the edits, and the same for a chat whose last turn is a look-alike that corrects nothing. Each case is timed
+cold (the taggers' caches emptied before every run) and with the history cached (the steady state of a chat:
+only the new last turn and its candidate sentences are tagged).
 
     .venv/bin/python bench/understanding.py --repeats 200
 """
@@ -53,7 +55,10 @@ STORY = (
 
 QA = [
     ("Where is the café?", "On the island of Skarvö, in the old lighthouse."),
-    ("Who was in the café when the storm began?", "Old Pelle, who repaired nets, and Ines, a young geologist."),
+    (
+        "Who was in the café when the storm began?",
+        "Old Pelle, who repaired nets, and Ines, a young geologist.",
+    ),
     ("What did Ines order?", "Black coffee and a cardamom bun."),
     ("When did the pier collapse?", "In 1987, according to Pelle."),
     ("How fast are the cliffs moving?", "About four centimetres a year."),
@@ -73,7 +78,9 @@ def chat(last: str) -> list[dict[str, str]]:
     return [*messages[:-2], {"role": "user", "content": last}]
 
 
-def run(detector: CorrectionUnderstanding, messages: list[dict[str, str]], repeats: int, warmup: int) -> tuple[list[float], object]:
+def run(
+    detector: CorrectionUnderstanding, messages: list[dict[str, str]], repeats: int, warmup: int
+) -> tuple[list[float], object]:
     editor = PatchEditor()
     result = None
     times = []
@@ -87,10 +94,14 @@ def run(detector: CorrectionUnderstanding, messages: list[dict[str, str]], repea
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (the server's default: 1)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads (the server's default: 1)"
+    )
     args = parser.parse_args()
     import torch
 
@@ -99,13 +110,15 @@ def main() -> None:
     words = len(STORY.split())
     for name, last in (
         ("correction", "Small detail: Pelle said the pier collapsed in 1978, not 1987."),
-        ("look-alike", "No worries, that's lovely. Could you also give the café a name?"),
+        ("look-alike", "No worries, that's lovely. Could you give the café a name that sounds like 1978?"),
     ):
         messages = chat(last)
-        times, result = run(detector, messages, args.repeats, args.warmup)
-        p50, p99 = np.percentile(times, [50, 99])
-        print(f"{name}: {len(messages)} turns, story {words} words, torch threads {args.threads}: "
-              f"p50 {p50:.1f} ms  p99 {p99:.1f} ms  mean {np.mean(times):.1f} ms over {args.repeats}")  # fmt: skip
+        for cold in (True, False):
+            times, result = run(detector, messages, args.repeats, args.warmup, cold=cold)
+            p50, p99 = np.percentile(times, [50, 99])
+            state = "cold (nothing cached)" if cold else "history cached (a chat re-sending its turns)"
+            print(f"{name}, {state}: {len(messages)} turns, story {words} words, torch threads {args.threads}: "
+                  f"p50 {p50:.1f} ms  p99 {p99:.1f} ms  mean {np.mean(times):.1f} ms over {args.repeats}")  # fmt: skip
         for edit in result.edits:  # type: ignore[attr-defined]
             print(f"   turn {edit.turn_index}: {edit.before!r} -> {edit.after!r}")
 

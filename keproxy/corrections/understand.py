@@ -23,12 +23,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.rewrite import choose_correction, replacement, shape
-from keproxy.corrections.tagging import candidate_sentences, context_of, stale_core, value_words
+from keproxy.corrections.tagging import (
+    candidate_sentences,
+    context_of,
+    snap_to_words,
+    stale_core,
+    value_words,
+)
 from keproxy.editors.base import Correction, SpanEdit, message_text
 from keproxy.editors.detection.template_parser import parse_template
 from keproxy.editors.locate import SpanLocator
@@ -43,16 +50,31 @@ def _fold(text: str) -> str:
     return " ".join(_FOLD.findall(text.casefold()))
 
 
-@dataclass(frozen=True)
-class UnderstandingOptions:
-    """detect_threshold: P(correction) from which a user turn is a correction. stale_threshold: P(stale) from
-    which a sentence's tagged words are rewritten. max_candidates: sentences sent to the stale tagger per
-    correcting turn. patterns: use the KEIC template fast path."""
+def _fits(span: str, old: str | None, new: str) -> bool:
+    """Whether a tagged stale span can be what the correction replaces: a short named old value must overlap
+    it; otherwise it must be of the new value's kind (a number for a number, a name for a name...), unless the
+    new value restates a clause (then the words may be anything)."""
+    if old and len(old.split()) <= 2:
+        a, b = _fold(span), _fold(old)
+        return bool(a) and (a in b or b in a)
+    if len(new.split()) >= 5:
+        return True
+    return shape(span) == shape(new) or (shape(span) in ("name", "word") and shape(new) in ("name", "word"))
 
-    detect_threshold: float = 0.5
-    stale_threshold: float = 0.5
-    max_candidates: int = 24
+
+class UnderstandingOptions(BaseModel):
+    """Options of the learned pipeline (the ``learned_detector`` setting)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    detect_threshold: float = Field(default=0.5, ge=0, le=1)
+    """P(correction) from which a user turn is a correction."""
+    stale_threshold: float = Field(default=0.5, ge=0, le=1)
+    """P(stale) from which a sentence's tagged words are rewritten."""
+    max_candidates: int = Field(default=24, ge=1)
+    """Earlier sentences sent to the stale tagger per correcting turn (the most related first)."""
     patterns: bool = True
+    """Use the KEIC-template fast path (quoted [O] / [N]) and verbatim multi-word old values."""
 
 
 class CorrectionUnderstanding:
@@ -94,7 +116,7 @@ class CorrectionUnderstanding:
         tagged = self.turn_tagger.tag([(texts[i], context_of(messages, i)) for i in turns])
         out: list[Correction] = []
         for turn, result in zip(turns, tagged, strict=True):
-            values = self._values(texts[turn], result)
+            values = self._values(texts[turn], result, _fold(" ".join(texts[:turn])))
             if result.score < self.options.detect_threshold and not values[1]:
                 continue
             pairs, template = values
@@ -108,15 +130,25 @@ class CorrectionUnderstanding:
                                       template, mine))  # fmt: skip
         return out
 
-    def _values(self, text: str, result: Any) -> tuple[list[tuple[str | None, str]], int | None]:
+    def _values(
+        self, text: str, result: Any, history: str = ""
+    ) -> tuple[list[tuple[str | None, str]], int | None]:
         """(old, new) pairs of a turn and its template number: a template's slots, else the tagged values
         (each new value paired with the old value tagged closest before or after it)."""
         if self.options.patterns:
             parsed = parse_template(text)
             if parsed:
                 return [(p.old, p.new) for p in parsed], parsed[0].template
-        news = [(a, b) for a, b, stem in result.spans if stem == "NEW"]
-        olds = [(a, b) for a, b, stem in result.spans if stem == "OLD"]
+        spans = snap_to_words(text, result.spans)
+        news = [(a, b) for a, b, stem in spans if stem == "NEW"]
+        olds = [(a, b) for a, b, stem in spans if stem == "OLD"]
+        if len(news) > 1 and history:
+            # a "new" value the history already states is the old one ("I wrote 9 cups, meant 7")
+            words = set(history.split())
+            seen = [n for n in news if set(_fold(text[n[0] : n[1]]).split()) <= words]
+            if seen and len(seen) < len(news):
+                news = [n for n in news if n not in seen]
+                olds = olds + seen
         pairs: list[tuple[str | None, str]] = []
         for a, b in news:
             old = min(olds, key=lambda o: abs(o[0] - a), default=None)
@@ -164,10 +196,12 @@ class CorrectionUnderstanding:
                 continue
             flagged.append((index, a, b))
             sentence = texts[index][a:b]
-            for x, y, _ in result.spans:
+            for x, y, _ in snap_to_words(sentence, result.spans):
                 span = sentence[x:y]
                 k = choose_correction(span, sentence, pairs)
                 old, new = pairs[k]
+                if not _fits(span, old, new):
+                    continue
                 after = replacement(sentence, x, y, new, old)
                 taken = any(e.turn_index == index and e.start < a + y and a + x < e.end for e in edits)
                 if after is not None and not taken:

@@ -186,9 +186,9 @@ class PatchEditor:
         edits: list[TextEdit] = []
         unresolved: list[Correction] = []
         correction_turns = {c.turn_index for c in corrections}
-        located = [c for c in corrections if c.spans]
-        if located:
-            edits += _apply_spans(out, located)
+        with_spans = [c for c in corrections if c.spans]
+        if with_spans:
+            edits += _apply_spans(out, with_spans)
         for correction in sorted(corrections, key=lambda c: c.turn_index):
             if correction.spans or "learned" in correction.detector.split("+"):
                 continue  # located by the detector (above); a learned correction without spans changes nothing

@@ -24,7 +24,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from keproxy import __version__
-from keproxy.editors.detection import DETECTORS, CompositeDetector, DetectorResources, build_detector
+from keproxy.editors.detection import CompositeDetector, DetectorResources, build_detector
 from keproxy.editors.registry import EditorRegistry, EditorResources, strategy_names
 from keproxy.errors import ConfigError, KeproxyError, RequestTooLargeError, error_body, validation_error
 from keproxy.memory.embeddings import Embedder
@@ -172,8 +172,9 @@ def create_app(settings: Settings) -> FastAPI:
         nli = _nli_backend(settings.nli_backend)
         judge = {"model": settings.judge_model} if settings.judge_model else {}
         detector_resources = DetectorResources(
-            encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge
-        )
+            encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge,
+            learned=settings.learned_detector,
+        )  # fmt: skip
         store, edit_store = _stores(settings)
         memory = EditMemory(
             edit_store,

@@ -188,13 +188,8 @@ def corrections(
         )
         raise typer.Exit(2)
     for name in names:
-        epochs = 3 if name == "turn-tagger" else 2
         manifest = train_tagger(
-            name,
-            out_dir / name if out_dir else None,
-            TaggerTrainConfig(epochs=epochs),
-            force=force,
-            log=err.log,
+            name, out_dir / name if out_dir else None, TaggerTrainConfig(), force=force, log=err.log
         )
         state = "up to date" if manifest.get("cached") else f"built in {manifest['build_seconds']:.0f} s"
         dev = manifest["dev"]

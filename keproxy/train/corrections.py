@@ -40,8 +40,8 @@ _LORA_TARGETS = r".*\.layer\.\d+\.(attention\.self\.(query|key|value)|attention\
 
 #: name -> (labels, tagged segment, positive sequence label, max_length, default epochs)
 TAGGERS: dict[str, tuple[tuple[str, ...], int, str, int, int]] = {
-    "turn-tagger": (TURN_LABELS, 0, "CORRECTION", 256, 3),
-    "stale-tagger": (STALE_LABELS, 1, "STALE", 160, 2),
+    "turn-tagger": (TURN_LABELS, 0, "CORRECTION", 160, 2),
+    "stale-tagger": (STALE_LABELS, 1, "STALE", 128, 2),
 }
 
 
@@ -60,7 +60,7 @@ class TaggerTrainConfig(BaseModel):
     lora_r: int = Field(default=16, ge=1)
     lora_alpha: int = Field(default=32, ge=1)
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
-    negatives_per_chat: int = Field(default=4, ge=0)
+    negatives_per_chat: int = Field(default=3, ge=0)
     """Stale tagger: sentences without a stale span per chat (half of them the hardest)."""
     max_examples: int | None = Field(default=None, ge=1)
     """Train on the first this many examples only (tests); None: all."""
@@ -70,7 +70,7 @@ class TaggerTrainConfig(BaseModel):
 def _examples(name: str, split: str, config: TaggerTrainConfig) -> list[Example]:
     chats = load_corpus(split)
     if name == "turn-tagger":
-        examples = turn_examples(chats)
+        examples = turn_examples(chats, random.Random(f"{config.seed}:{split}:earlier"))
     else:
         examples = stale_examples(
             chats, random.Random(f"{config.seed}:{split}"), negatives_per_chat=config.negatives_per_chat
@@ -242,7 +242,7 @@ def train_tagger(
         tmp = out.parent / f".{out.name}.building"
         if tmp.exists():
             shutil.rmtree(tmp)
-        model.save_pretrained(tmp)
+        model.save_pretrained(str(tmp))
         (tmp / "README.md").unlink(missing_ok=True)
         manifest: dict[str, Any] = {
             "format": "keproxy-tagger/1",

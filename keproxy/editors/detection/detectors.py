@@ -273,8 +273,10 @@ def _contradiction(resources: DetectorResources) -> CorrectionDetector:
 def _learned(resources: DetectorResources) -> CorrectionDetector:
     from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
     from keproxy.editors.locate import SpanLocator
+    from keproxy.memory.embeddings import Embedder
 
-    locator = SpanLocator(resources.encoder) if resources.encoder is not None else None
+    encoder = resources.encoder
+    locator = SpanLocator(encoder) if isinstance(encoder, Embedder) else None
     return CorrectionUnderstanding(options=UnderstandingOptions(**resources.learned), locator=locator)
 
 

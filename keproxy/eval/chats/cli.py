@@ -106,6 +106,10 @@ def eval_chats_command(
         str | None,
         typer.Option(help="Comma-separated detectors of the self-started proxy; default: its default."),
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="Settings file of the self-started proxy (e.g. learned_detector options)."),
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 2,
 ) -> ChatsReport:
     """Score correction handling on a chat set: detection P/R/F1, false detections, stale spans fixed, keep
@@ -124,11 +128,11 @@ def eval_chats_command(
         base_url=base_url,
         model=model,
         detectors=names,
+        config=config,
         concurrency=concurrency,
     )
-    console.print(
-        chats_table(report.summary, f"{data}, strategy {strategy}, detectors {detectors or 'default'}")
-    )
+    title = f"{data}, strategy {strategy}, detectors {detectors or 'default'}{f', config {config}' if config else ''}"
+    console.print(chats_table(report.summary, title))
     if report.latency_ms:
         p50, p99 = np.percentile(report.latency_ms, [50, 99])
         console.print(f"detect + edit per request: p50 {p50:.1f} ms, p99 {p99:.1f} ms")

@@ -51,16 +51,20 @@ def load_chats(data: str | Path) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def _proxy(base_url: str | None, state: Path, detectors: Sequence[str] | None) -> Iterator[str]:
+def _proxy(
+    base_url: str | None, state: Path, detectors: Sequence[str] | None, config: Path | None
+) -> Iterator[str]:
     if base_url is not None:
         yield base_url
         return
     with ExitStack() as stack:
-        config = None
         if detectors is not None:
+            values = yaml.safe_load(config.read_text(encoding="utf-8")) if config is not None else {}
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             config = folder / "keproxy.yaml"
-            config.write_text(yaml.safe_dump({"detectors": list(detectors)}), encoding="utf-8")
+            config.write_text(
+                yaml.safe_dump({**(values or {}), "detectors": list(detectors)}), encoding="utf-8"
+            )
         yield stack.enter_context(serve_proxy(state, mock_response="ok", config=config))
 
 
@@ -72,15 +76,16 @@ def run_chats(
     base_url: str | None = None,
     model: str = "any",
     detectors: Sequence[str] | None = None,
+    config: Path | None = None,
     api_key: str = "keproxy",
     concurrency: int = 2,
 ) -> ChatsReport:
-    """Send every chat through the proxy at ``base_url`` (None: a self-started mock-upstream proxy, with
-    ``detectors`` when given) with ``strategy``; score, and write ``scores.jsonl`` and ``summary.json`` to
+    """Send every chat through the proxy at ``base_url`` (None: a self-started mock-upstream proxy with the
+    settings file ``config`` and ``detectors`` when given) with ``strategy``; score, and write ``scores.jsonl`` and ``summary.json`` to
     ``out``. A request that fails is recorded in ``errors`` and scored as undetected and unchanged."""
     out.mkdir(parents=True, exist_ok=True)
     with (
-        _proxy(base_url, out / "proxy-state", detectors) as root,
+        _proxy(base_url, out / "proxy-state", detectors, config) as root,
         openai.OpenAI(base_url=f"{root}/v1", api_key=api_key, max_retries=2) as client,
         httpx.Client(base_url=root, timeout=60.0, headers={"authorization": f"Bearer {api_key}"}) as http,
     ):
