@@ -187,8 +187,6 @@ class CorrectionUnderstanding:
     ) -> list[SpanEdit]:
         edits = self._quoted(messages, texts, turn, pairs, skip)
         candidates = self._candidates(messages, turn, texts[turn], skip)
-        if not candidates:
-            return edits
         tagged = self.stale_tagger.tag([(texts[turn], texts[i][a:b]) for i, a, b in candidates])
         flagged: list[tuple[int, int, int]] = []
         for (index, a, b), result in zip(candidates, tagged, strict=True):
@@ -207,7 +205,7 @@ class CorrectionUnderstanding:
                 if after is not None and not taken:
                     edits.append(SpanEdit(index, a + x, a + y, span, after, k))
         for k, (old, new) in enumerate(pairs):
-            if len(new.split()) >= 5 and flagged and not self._realised(texts, edits, k, new):
+            if len(new.split()) >= 5 and not self._realised(texts, edits, k, new):
                 edits = [
                     e for e in edits if e.correction != k or e.before.casefold() in (old or "").casefold()
                 ]
@@ -237,13 +235,16 @@ class CorrectionUnderstanding:
         skip: set[int],
         edits: Sequence[SpanEdit],
     ) -> list[SpanEdit]:
-        """The clause ``new`` restates, chosen by the locator among the flagged sentences, replaced whole."""
-        for span in self.locator.rank(messages, new, turn, k=10, exclude=skip):
-            inside = any(i == span.turn_index and a <= span.start < b for i, a, b in flagged)
+        """The clause ``new`` restates, replaced whole: the locator's best span when it clears the locator's own
+        threshold, else its best span inside a sentence the stale tagger flagged."""
+        ranked = self.locator.rank(messages, new, turn, k=10, exclude=skip)
+        inside = [r for r in ranked if any(i == r.turn_index and a <= r.start < b for i, a, b in flagged)]
+        best = ranked[:1] if ranked and ranked[0].score >= self.locator.min_score else []
+        for span in best or inside[:1]:
             clash = any(
                 e.turn_index == span.turn_index and e.start < span.end and span.start < e.end for e in edits
             )
-            if inside and not clash:
+            if not clash:
                 text = texts[span.turn_index]
                 before = text[span.start : span.end]
                 after = new.strip().strip('"“”')
@@ -256,7 +257,17 @@ class CorrectionUnderstanding:
                     and text[: span.start].rstrip()[-1:] not in ".!?\n"
                 ):
                     after = after[0].lower() + after[1:] if not after.split()[0].isupper() else after
-                return [SpanEdit(span.turn_index, span.start, span.end, before, after, k)]
+                found = [SpanEdit(span.turn_index, span.start, span.end, before, after, k)]
+                if len(before.split()) >= 3:  # the same clause repeated in other turns is as stale
+                    for index in range(turn):
+                        if index in skip or messages[index].get("role") not in ("user", "assistant"):
+                            continue
+                        at = texts[index].find(before)
+                        while at >= 0:
+                            if (index, at) != (span.turn_index, span.start):
+                                found.append(SpanEdit(index, at, at + len(before), before, after, k))
+                            at = texts[index].find(before, at + len(before))
+                return found
         return []
 
     def _quoted(
