@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from keproxy.datasets import shared_data_dir
 from keproxy.editors import detection
 from keproxy.editors.base import Correction, CorrectionDetector
 from keproxy.editors.detection import (
@@ -29,7 +30,7 @@ from keproxy.editors.detection import (
 )
 from keproxy.editors.templates import TEMPLATES, fill_template
 
-DEV_SET = Path("/work/shared/data/corrections/dev.jsonl")
+DEV_SET = (shared_data_dir() or Path("/nonexistent")) / "corrections" / "dev.jsonl"
 
 # (old, new) spans that stress the slot boundaries: inner quotes, commas, periods, template words.
 TRICKY_SPANS: list[tuple[str, str]] = [

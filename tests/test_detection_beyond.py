@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import typer
 
+from keproxy.datasets import shared_data_dir
 from keproxy.editors.base import Correction, CorrectionDetector
 from keproxy.editors.detection import (
     DETECTORS,
@@ -47,7 +48,7 @@ from keproxy.eval.corrections_cli import eval_corrections_command
 from keproxy.nli import get_nli_backend
 from keproxy.nli.local import MANIFEST_NAME, default_artifact_path
 
-DEV_SET = Path("/work/shared/data/corrections/dev.jsonl")
+DEV_SET = (shared_data_dir() or Path("/nonexistent")) / "corrections" / "dev.jsonl"
 NLI_ARTIFACT = default_artifact_path() / MANIFEST_NAME
 
 ENTAIL, NEUTRAL = (0.9, 0.08, 0.02), (0.1, 0.85, 0.05)
@@ -369,8 +370,10 @@ def test_contradiction_with_the_real_local_nli() -> None:
     )
     found = [detector.detect(conversation((role, a), ("user", b))) for role, a, b in IMPLICIT]
     false_alarms = [b for role, a, b in ADDITIONS if detector.detect(conversation((role, a), ("user", b)))]
-    assert sum(bool(f) for f in found) >= 4
-    assert len(false_alarms) <= 1, false_alarms
+    # the shipped adapter is deterministic: 5 of 6 found, 3 of 12 additions flagged (a build trained on the
+    # evaluation splits flagged at most 1; this one is trained on the repository's data only)
+    assert sum(bool(f) for f in found) >= 5
+    assert len(false_alarms) <= 3, false_alarms
     assert ("7pm", "8pm") in [(c.old, c.new) for f in found for c in f]
 
 
@@ -528,7 +531,7 @@ def test_registry_builds_every_detector_lazily() -> None:
     for name in DETECTORS:
         detector = get_detector(name)
         assert isinstance(detector, CorrectionDetector) and detector.name == name
-    with pytest.raises(KeyError, match="contradiction, cue, llm-judge, template"):
+    with pytest.raises(KeyError, match="contradiction, cue, learned, llm-judge, template"):
         get_detector("nope")
 
 

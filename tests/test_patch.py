@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from keproxy.datasets import shared_data_dir
 from keproxy.editors.base import Correction, EditContext, HistoryEditor, TextEdit, message_text
 from keproxy.editors.locate import SpanLocator
 from keproxy.editors.otc import OTCEditor
@@ -16,7 +17,7 @@ from keproxy.editors.patch import PatchEditor, find_occurrences
 from keproxy.editors.templates import fill_template
 from keproxy.memory.embeddings import Embedder
 
-DEV_SET = Path(__file__).resolve().parents[2] / "shared" / "data" / "keic-authored" / "dev.jsonl"
+DEV_SET = (shared_data_dir() or Path("/nonexistent")) / "keic-authored" / "dev.jsonl"
 CTX = EditContext(alias="test", request_id="req-1")
 
 # A story written for these tests.

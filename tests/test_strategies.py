@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from keproxy.datasets import shared_data_dir
 from keproxy.editors import prompts
 from keproxy.editors.base import Correction, EditContext, HistoryEditor, Message, message_text
 from keproxy.editors.deletion import DeletionEditor, history_turns
@@ -33,7 +34,7 @@ from keproxy.eval.keic import Dialogue, KEICInstance, build_dialogue, load_keic
 from keproxy.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-DEV_SET = ROOT.parent / "shared" / "data" / "keic-authored" / "dev.jsonl"
+DEV_SET = (shared_data_dir() or Path("/nonexistent")) / "keic-authored" / "dev.jsonl"
 
 # A KEIC instance written for these tests: the history states the old fact twice ("Twice." / "A flat stone.").
 INSTANCE = KEICInstance(
@@ -278,11 +279,10 @@ async def test_strategies_that_call_the_upstream_need_one() -> None:
 
 
 async def test_strategies_through_the_app_record_their_upstream_calls(tmp_path: Path) -> None:
-    """The in-process app (litellm mock upstream): Reiterate and Verification calls are in the transcript, and
-    Deletion with an NLI model that cannot be loaded fails the request (not the start-up), naming the setting."""
+    """The in-process app (litellm mock upstream): Reiterate and Verification calls are in the transcript."""
     from tests.conftest import MOCK_TEXT, client_for
 
-    settings = load_settings(mock_response=MOCK_TEXT, data_dir=tmp_path, nli_backend=f"local:{tmp_path}/none")
+    settings = load_settings(mock_response=MOCK_TEXT, data_dir=tmp_path)
     d, _ = dialogue("cba")
     async for client in client_for(settings):
         purposes = {}
@@ -298,9 +298,17 @@ async def test_strategies_through_the_app_record_their_upstream_calls(tmp_path: 
             "verification": ["verification:answer", "verification:reflect"],
             "otc": [],
         }
-        body = {"model": "m", "messages": d.messages, "keproxy": {"strategy": "deletion"}}
-        resp = await client.post("/v1/chat/completions", json=body)
-        assert resp.status_code == 500 and "nli_backend" in resp.json()["error"]["message"]
+
+
+def test_a_missing_nli_model_stops_start_up_naming_the_setting_and_the_fix(tmp_path: Path) -> None:
+    """Deletion's NLI model is checked before anything listens: no request is ever answered 500 for it."""
+    from keproxy.errors import ConfigError
+    from keproxy.proxy.app import check_settings
+    from tests.conftest import MOCK_TEXT
+
+    settings = load_settings(mock_response=MOCK_TEXT, data_dir=tmp_path, nli_backend=f"local:{tmp_path}/none")
+    with pytest.raises(ConfigError, match=r"nli_backend .*keproxy train nli --out"):
+        check_settings(settings)
 
 
 # --- Deletion with the NLI backend -------------------------------------------------------------------------

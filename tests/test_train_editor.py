@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from keproxy.eval.postedit_data import load_cases
 from keproxy.nli.local import default_artifact_path
 from keproxy.postedit import RETAIN_TOKEN, fill_t_edit
 from keproxy.train.editor import EditorTrainConfig, _encode, _lr_factor, config_hash

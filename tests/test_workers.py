@@ -82,3 +82,25 @@ def test_the_embedded_model_runs_in_one_worker_only(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["serve", "--workers", "2", "--data-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "embedded local model runs in one process" in result.output
+
+
+def test_twenty_multi_worker_starts_on_fresh_databases_all_succeed(tmp_path: Path) -> None:
+    """`keproxy serve --workers 2..4` on a new data folder, 20 times in a row: the workers create the SQLite
+    edit store and transcript log together, and no start may fail on it ("database is locked")."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    for attempt in range(20):
+        workers = 2 + attempt % 3
+        port = free_port()
+        log = tmp_path / f"serve-{attempt}.log"
+        cmd = [sys.executable, "-m", "keproxy", "serve", "--port", str(port),
+               "--data-dir", str(tmp_path / f"data-{attempt}"), "--mock-response", "ok",
+               "--log-level", "warning", "--workers", str(workers)]  # fmt: skip
+        with log.open("wb") as out:
+            process = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_healthy(f"http://127.0.0.1:{port}", process, log=log)
+            assert len(workers_of(process)) == workers
+        finally:
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(60)
+        assert code == 0, f"start {attempt + 1} ({workers} workers):\n{log.read_text()}"

@@ -50,6 +50,28 @@ def _fold(text: str) -> str:
     return " ".join(_FOLD.findall(text.casefold()))
 
 
+_DIGITS = re.compile(r"\d+")
+_NUMERIC = re.compile(r"[^\s\d]*\d[^\s]*")
+
+
+def _skeleton(text: str) -> str:
+    return _DIGITS.sub("#", text.strip(".,;:!?()").casefold())
+
+
+def _same_form(sentence: str, x: int, y: int, new: str) -> tuple[int, int]:
+    """A tagged number whose written form (digits as #: "#pm", "€#", "#.#") differs from the new value's is
+    moved to the one number of the sentence written like the new value, when there is exactly one."""
+    target = _skeleton(new)
+    if not _DIGITS.search(new) or " " in new.strip() or _skeleton(sentence[x:y]) == target:
+        return x, y
+    same = [m for m in _NUMERIC.finditer(sentence) if _skeleton(m.group()) == target]
+    if len(same) == 1:
+        m = same[0]
+        end = m.end() - (len(m.group()) - len(m.group().rstrip(".,;:!?)")))
+        return m.start(), end
+    return x, y
+
+
 def _fits(span: str, old: str | None, new: str) -> bool:
     """Whether a tagged stale span can be what the correction replaces: a short named old value must overlap
     it; otherwise it must be of the new value's kind (a number for a number, a name for a name...), unless the
@@ -200,6 +222,8 @@ class CorrectionUnderstanding:
                 old, new = pairs[k]
                 if not _fits(span, old, new):
                     continue
+                x, y = _same_form(sentence, x, y, new)
+                span = sentence[x:y]
                 after = replacement(sentence, x, y, new, old)
                 taken = any(e.turn_index == index and e.start < a + y and a + x < e.end for e in edits)
                 if after is not None and not taken:

@@ -65,7 +65,8 @@ class LocalNLI(HFCrossEncoderNLI):
                 else ""
             )
             raise NLIConfigError(
-                f"no NLI model at {folder}: build it with `keproxy train nli --out {folder}`{hint}", param="nli"
+                f"no NLI model at {folder}: build it with `keproxy train nli --out {folder}`{hint}",
+                param="nli",
             )
         kwargs.setdefault("name", f"local:{folder}")
         super().__init__(folder, offline=True, **kwargs)
