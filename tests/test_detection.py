@@ -326,7 +326,7 @@ def test_composite_skips_a_detector_that_raises() -> None:
 
 
 def test_registry_and_protocol() -> None:
-    assert set(DETECTORS) == {"template", "cue", "composite", "contradiction", "llm-judge"}
+    assert set(DETECTORS) == {"template", "cue", "composite", "contradiction", "llm-judge", "learned"}
     for name in DETECTORS:
         detector = get_detector(name)
         assert isinstance(detector, CorrectionDetector)

@@ -11,7 +11,8 @@ Three kinds, each applied to a hand-written chat and re-checked with :func:`~kep
 - ``inserted-turns``: an unrelated exchange (a user request and the assistant's answer, from another chat of the
   domain) put between the earlier turns and the turn under test, so the stale fact lies further back.
 
-Sentences and exchanges borrowed from other chats never mention a value of the correction. Each variation keeps
+Sentences and exchanges borrowed from other chats never mention a value of the correction, and come from chats
+of the same split (:func:`~keproxy.corrections.corpus.split_of`), so no dev text reaches training. Each variation keeps
 its origin's id in ``origin``, so it lands in its origin's split (:func:`~keproxy.corrections.corpus.split_of`).
 Deterministic: ``random.Random(seed)`` per origin chat, chats in corpus order.
 
@@ -29,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from keproxy.corrections.corpus import CORPUS_DIR, check_chat, iter_chats, near_duplicate_key
+from keproxy.corrections.corpus import CORPUS_DIR, check_chat, iter_chats, near_duplicate_key, split_of
 
 __all__ = ["VARIANTS_PATH", "inserted_turns", "long_text", "make_variants", "reslot"]
 
@@ -202,7 +203,10 @@ def make_variants(chats: Sequence[Chat], seed: int = 0) -> list[Chat]:
     out: list[Chat] = []
     for chat in chats:
         rng = random.Random(f"{seed}:{chat['id']}")
-        donors = [d for d in by_domain[chat["domain"]] if d["id"] != chat["id"]]
+        # donors from the chat's own split only: a variation never carries dev text into training or back
+        donors = [
+            d for d in by_domain[chat["domain"]] if d["id"] != chat["id"] and split_of(d) == split_of(chat)
+        ]
         made = {
             "reslot": reslot(chat, rng),
             "long-text": long_text(chat, donors, rng),
