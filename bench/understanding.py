@@ -79,15 +79,28 @@ def chat(last: str) -> list[dict[str, str]]:
 
 
 def run(
-    detector: CorrectionUnderstanding, messages: list[dict[str, str]], repeats: int, warmup: int
+    detector: CorrectionUnderstanding,
+    messages: list[dict[str, str]],
+    repeats: int,
+    warmup: int,
+    *,
+    cold: bool,
 ) -> tuple[list[float], object]:
+    """Times of detect + patch. Every repetition's last turn is new (its year changes), so it is never cached;
+    ``cold`` also empties the taggers' caches first (no turn seen before), else the history's tags are cached
+    as they are when a chat re-sends it."""
     editor = PatchEditor()
     result = None
     times = []
+    last = messages[-1]["content"]
     for i in range(warmup + repeats):
+        turn = [*messages[:-1], {"role": "user", "content": last.replace("1978", str(1900 + i % 99))}]
+        if cold:
+            detector.turn_tagger._cache.clear()
+            detector.stale_tagger._cache.clear()
         start = time.perf_counter()
-        corrections = detector.detect(messages)
-        result = asyncio.run(editor.edit(messages, corrections, EditContext()))
+        corrections = detector.detect(turn)
+        result = asyncio.run(editor.edit(turn, corrections, EditContext()))
         if i >= warmup:
             times.append(1000 * (time.perf_counter() - start))
     return times, result
