@@ -331,7 +331,7 @@ def test_registry_and_protocol() -> None:
         detector = get_detector(name)
         assert isinstance(detector, CorrectionDetector)
         assert detector.name == name
-    with pytest.raises(KeyError, match="composite, contradiction, cue, llm-judge, template"):
+    with pytest.raises(KeyError, match="composite, contradiction, cue, learned, llm-judge, template"):
         get_detector("nope")
 
 
