@@ -19,7 +19,7 @@ from keproxy.nli.local import default_artifact_path
 from tests.cases import counterfact_case, needs_shared_data
 
 needs_nli = pytest.mark.skipif(
-    not (Path(os.environ.get("KEPROXY_NLI_PATH") or default_artifact_path()) / "config.json").is_file(),
+    not (Path(os.environ.get("KEPROXY_NLI_PATH") or default_artifact_path()) / "keproxy-nli.json").is_file(),
     reason="no local NLI model (make nli)",
 )
 
