@@ -74,7 +74,7 @@ def test_config_hash_depends_on_config_and_examples() -> None:
     reason="minutes on a shared 2-core CPU (a LoRA step of SmolLM2 takes 20-70 s); KEPROXY_TRAIN_SMOKE=1 runs it",
 )
 @pytest.mark.skipif(
-    not (Path(os.environ.get("KEPROXY_NLI_PATH") or default_artifact_path()) / "config.json").is_file(),
+    not (Path(os.environ.get("KEPROXY_NLI_PATH") or default_artifact_path()) / "keproxy-nli.json").is_file(),
     reason="no local NLI model (make nli)",
 )
 def test_train_editor_two_steps(tmp_path: Path) -> None:
