@@ -54,9 +54,6 @@ def _strip_shared(new: str, before: str, after: str) -> str:
     words = new.split()
     after_words = after.split()
     before_words = before.split()
-    k = 0  # trailing words of new that open the text after the span
-    while k < len(words) - 1 and k < len(after_words) and words[len(words) - 1 - k :] == after_words[: k + 1]:
-        k += 1
     # longest suffix of new equal to the first words after the span
     best = 0
     for n in range(1, len(words)):

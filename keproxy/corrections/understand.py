@@ -22,7 +22,7 @@ Never raises on odd input (a message without text is skipped). Thread-safe; bloc
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,6 +70,28 @@ def _same_form(sentence: str, x: int, y: int, new: str) -> tuple[int, int]:
         end = m.end() - (len(m.group()) - len(m.group().rstrip(".,;:!?)")))
         return m.start(), end
     return x, y
+
+
+def _occurrences(
+    messages: Sequence[Mapping[str, Any]],
+    texts: Sequence[str],
+    turn: int,
+    skip: set[int],
+    needle: str,
+    *,
+    fold_case: bool,
+) -> Iterator[tuple[int, int]]:
+    """(message index, offset) of every non-overlapping occurrence of ``needle`` in the user and assistant
+    turns before ``turn`` that are not in ``skip`` (ignoring case when ``fold_case``)."""
+    target = needle.casefold() if fold_case else needle
+    for index in range(turn):
+        if index in skip or messages[index].get("role") not in ("user", "assistant"):
+            continue
+        text = texts[index].casefold() if fold_case else texts[index]
+        at = text.find(target)
+        while at >= 0:
+            yield index, at
+            at = text.find(target, at + len(target))
 
 
 def _fits(span: str, old: str | None, new: str) -> bool:
@@ -283,14 +305,9 @@ class CorrectionUnderstanding:
                     after = after[0].lower() + after[1:] if not after.split()[0].isupper() else after
                 found = [SpanEdit(span.turn_index, span.start, span.end, before, after, k)]
                 if len(before.split()) >= 3:  # the same clause repeated in other turns is as stale
-                    for index in range(turn):
-                        if index in skip or messages[index].get("role") not in ("user", "assistant"):
-                            continue
-                        at = texts[index].find(before)
-                        while at >= 0:
-                            if (index, at) != (span.turn_index, span.start):
-                                found.append(SpanEdit(index, at, at + len(before), before, after, k))
-                            at = texts[index].find(before, at + len(before))
+                    for index, at in _occurrences(messages, texts, turn, skip, before, fold_case=False):
+                        if (index, at) != (span.turn_index, span.start):
+                            found.append(SpanEdit(index, at, at + len(before), before, after, k))
                 return found
         return []
 
@@ -314,14 +331,8 @@ class CorrectionUnderstanding:
                 continue
             a, b = stale_core(old, new)
             c, d = stale_core(new, old)
-            for index in range(turn):
-                if index in skip or messages[index].get("role") not in ("user", "assistant"):
-                    continue
-                text = texts[index]
-                at = text.casefold().find(old.casefold())
-                while at >= 0:
-                    before = text[at + a : at + b]
-                    if before != new[c:d]:
-                        edits.append(SpanEdit(index, at + a, at + b, before, new[c:d], k))
-                    at = text.casefold().find(old.casefold(), at + len(old))
+            for index, at in _occurrences(messages, texts, turn, skip, old, fold_case=True):
+                before = texts[index][at + a : at + b]
+                if before != new[c:d]:
+                    edits.append(SpanEdit(index, at + a, at + b, before, new[c:d], k))
         return edits
