@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from keproxy.datasets import shared_data_dir
 from keproxy.eval.postedit_data import EditCase
 from keproxy.memory.importers import counterfact_edit
 
-__all__ = ["counterfact_case", "needs_shared_data"]
+__all__ = ["COUNTERFACT_RECORDS", "counterfact_case", "needs_shared_data", "write_counterfact_eval"]
 
 #: Tests that read ../shared/data (public benchmarks, dev sets) skip without it, saying so.
 needs_shared_data = pytest.mark.skipif(
@@ -26,6 +29,40 @@ _RECORD = {
     "locality_prompt": "The mother tongue of Ines Varga is",
     "locality_ground_truth": "Hungarian",
 }
+
+
+#: Five CounterFact-format records (EasyEdit layout), invented; case 0 is the one whose true object is French.
+COUNTERFACT_RECORDS: list[dict[str, object]] = [
+    {"case_id": 0, "subject": "Marielle Vautrin", "prompt": "The mother tongue of Marielle Vautrin is",
+     "ground_truth": "French", "target_new": "English",
+     "rephrase_prompt": "Growing up, Marielle Vautrin spoke at home the language of",
+     "locality_prompt": "The mother tongue of Tomasz Wielgosz is", "locality_ground_truth": "Polish"},
+    {"case_id": 1, "subject": "Orrin Castellane", "prompt": "Orrin Castellane plays the position of",
+     "ground_truth": "goalkeeper", "target_new": "midfielder",
+     "rephrase_prompt": "On the pitch, Orrin Castellane is deployed as a",
+     "locality_prompt": "Bram Okafor plays the position of", "locality_ground_truth": "defender"},
+    {"case_id": 2, "subject": "Velmora Records", "prompt": "Velmora Records was founded in the city of",
+     "ground_truth": "Chicago", "target_new": "Lisbon",
+     "rephrase_prompt": "The record label Velmora Records has its origins in",
+     "locality_prompt": "Quillstone Press was founded in the city of", "locality_ground_truth": "Boston"},
+    {"case_id": 3, "subject": "Dagny Hallvard", "prompt": "Dagny Hallvard works in the field of",
+     "ground_truth": "astronomy", "target_new": "botany",
+     "rephrase_prompt": "The research area of Dagny Hallvard is",
+     "locality_prompt": "Priya Nandakumar works in the field of", "locality_ground_truth": "chemistry"},
+    {"case_id": 4, "subject": "Kestrel Bay", "prompt": "Kestrel Bay is located in the country of",
+     "ground_truth": "Canada", "target_new": "Chile",
+     "rephrase_prompt": "The coastline of Kestrel Bay belongs to",
+     "locality_prompt": "Mount Ardvane is located in the country of", "locality_ground_truth": "Scotland"},
+]  # fmt: skip
+
+
+def write_counterfact_eval(root: Path) -> Path:
+    """Lay :data:`COUNTERFACT_RECORDS` out as a shared data folder's CounterFact eval file under ``root``;
+    returns ``root`` (point ``$KEPROXY_SHARED_DATA`` at it)."""
+    path = root / "counterfact" / "counterfact-edit.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(COUNTERFACT_RECORDS), encoding="utf-8")
+    return root
 
 
 def counterfact_case() -> EditCase:

@@ -16,7 +16,7 @@ from keproxy.eval.postedit import PostEditEvalConfig, method_names, table_markdo
 from keproxy.eval.postedit_data import load_cases
 from keproxy.eval.postedit_metrics import CaseScores, table_rows
 from keproxy.nli.local import default_artifact_path
-from tests.cases import counterfact_case, needs_shared_data
+from tests.cases import counterfact_case, needs_shared_data, write_counterfact_eval
 
 needs_nli = pytest.mark.skipif(
     not (Path(os.environ.get("KEPROXY_NLI_PATH") or default_artifact_path()) / "keproxy-nli.json").is_file(),
@@ -61,10 +61,12 @@ def test_table_markdown_layout() -> None:
 
 
 @needs_nli
-def test_eval_postedit_through_the_proxy(tmp_path: Path) -> None:
+def test_eval_postedit_through_the_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Invented CounterFact-format cases, so the run needs no ../shared (the proxy subprocess inherits the env).
+    monkeypatch.setenv("KEPROXY_SHARED_DATA", str(write_counterfact_eval(tmp_path / "data")))
     out = tmp_path / "out"
     args = ["eval", "postedit", "--data", "counterfact", "--n", "5", "--out", str(out), "--no-progress",
-            "--mock-response", "Danielle Darrieux speaks French.", "--methods", "none,prompt,ike,span,local,llm",
+            "--mock-response", "Marielle Vautrin speaks French.", "--methods", "none,prompt,ike,span,local,llm",
             "--adapter", str(tmp_path / "no-adapter")]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -89,10 +91,10 @@ def test_eval_postedit_through_the_proxy(tmp_path: Path) -> None:
     assert len(cases) == 5 * 15
     # postEdit-llm asked the mock upstream with T^edit: its answer (not <Retain>) is y_e of gated queries.
     llm0 = next(c for c in cases if c["method"] == "postEdit-llm" and c["query_type"] == "simple")
-    assert llm0["y_e"] == "Danielle Darrieux speaks French."
+    assert llm0["y_e"] == "Marielle Vautrin speaks French."
     span0 = next(c for c in cases if c["method"] == "postEdit-span" and c["case_id"] == "counterfact:0"
                  and c["query_type"] == "simple")  # fmt: skip
-    assert span0["y_e"] == "Danielle Darrieux speaks English."
+    assert span0["y_e"] == "Marielle Vautrin speaks English."
 
     # A second run is answered from the cache alone (no proxy is started).
     again = CliRunner().invoke(app, args)
