@@ -37,10 +37,17 @@ class TaggerMissingError(ConfigError):
 @dataclass(frozen=True)
 class Tagged:
     """One input's tags. score: P(the positive sequence label) in [0, 1]; spans: (start, end, stem) character
-    spans of the tagged segment ("NEW", "OLD" or "STALE"), merged from B-/I- word-piece tags."""
+    spans of the tagged segment ("NEW", "OLD" or "STALE"), merged from B-/I- word-piece tags; confidence: per
+    span, the mean over its word pieces of P(not O), in [0, 1] (same order as ``spans``)."""
 
     score: float
     spans: tuple[tuple[int, int, str], ...]
+    confidence: tuple[float, ...] = ()
+
+    def span_confidence(self, a: int, b: int) -> float:
+        """The highest confidence of the tagged spans overlapping characters [a, b) (0.0 when none does)."""
+        found = [c for (x, y, _), c in zip(self.spans, self.confidence, strict=False) if x < b and a < y]
+        return max(found, default=0.0)
 
 
 def encode(tokenizer: Any, text: str, pair: str, max_length: int) -> Any:
@@ -200,18 +207,27 @@ class Tagger:
         probs = np.exp(cls - cls.max())
         score = float(probs[sequence.index(positive)] / probs.sum())
         token_labels = [i for i, name in enumerate(self.labels) if name.startswith(("B-", "I-", "O"))]
+        outside = token_labels.index(self.labels.index("O"))
         spans: list[list[Any]] = []
+        pieces: list[list[float]] = []
         for position, (seq, (a, b)) in enumerate(
             zip(encoding.sequence_ids(), encoding["offset_mapping"], strict=True)
         ):
             if position == 0 or seq != self.segment or a == b:
                 continue
-            name = self.labels[token_labels[int(np.argmax(logits[position, token_labels]))]]
+            row = logits[position, token_labels]
+            name = self.labels[token_labels[int(np.argmax(row))]]
             if name == "O":
                 continue
+            p = np.exp(row - row.max())
+            tagged = 1.0 - float(p[outside] / p.sum())
             stem = name[2:]
             if spans and spans[-1][2] == stem and (name.startswith("I-") or a <= spans[-1][1] + 1):
                 spans[-1][1] = b
+                pieces[-1].append(tagged)
             else:
                 spans.append([a, b, stem])
-        return Tagged(score, tuple((a, b, stem) for a, b, stem in spans))
+                pieces.append([tagged])
+        return Tagged(
+            score, tuple((a, b, stem) for a, b, stem in spans), tuple(sum(p) / len(p) for p in pieces)
+        )

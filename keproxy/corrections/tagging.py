@@ -35,6 +35,7 @@ __all__ = [
     "stale_examples",
     "turn_examples",
     "value_words",
+    "widen_to_words",
 ]
 
 #: Turn tagger labels; the [CLS] position takes the last two.
@@ -80,7 +81,7 @@ def candidate_sentences(messages: Sequence[Mapping[str, Any]], turn: int) -> lis
 _JOINERS = frozenset(".,:/-")
 
 
-def _widen(text: str, start: int, end: int) -> tuple[int, int]:
+def widen_to_words(text: str, start: int, end: int) -> tuple[int, int]:
     """``[start, end)`` widened to whole words: runs of letters and digits, and the ``. , : / -`` between two
     of them ("2.4", "14:05", "t3.micro", "£1,250")."""
 
@@ -99,14 +100,21 @@ def _widen(text: str, start: int, end: int) -> tuple[int, int]:
 def snap_to_words(text: str, spans: Sequence[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     """Tagged spans widened to whole words (a tag on a word piece covers its word) and merged where they
     overlap or only a space separates two spans of one label."""
-    out: list[list[Any]] = []
+    out: list[list[Any]] = []  # [start, end, stem, characters tagged with stem]
     for a, b, stem in sorted(spans):
-        a, b = _widen(text, a, b)
-        if out and out[-1][2] == stem and a <= out[-1][1] + 1 and not text[out[-1][1] : a].strip():
-            out[-1][1] = max(out[-1][1], b)
+        x, y = widen_to_words(text, a, b)
+        if out and x < out[-1][1] and out[-1][2] != stem:
+            # pieces of one word tagged differently ("Heath" OLD, "row" NEW): the word takes the label of
+            # most of its tagged characters
+            if b - a > out[-1][3]:
+                out[-1][2], out[-1][3] = stem, b - a
+            out[-1][1] = max(out[-1][1], y)
+        elif out and out[-1][2] == stem and x <= out[-1][1] + 1 and not text[out[-1][1] : x].strip():
+            out[-1][1] = max(out[-1][1], y)
+            out[-1][3] += b - a
         else:
-            out.append([a, b, stem])
-    return [(a, b, stem) for a, b, stem in out]
+            out.append([x, y, stem, b - a])
+    return [(a, b, stem) for a, b, stem, _ in out]
 
 
 def stale_core(text: str, replacement: str) -> tuple[int, int]:
@@ -118,9 +126,9 @@ def stale_core(text: str, replacement: str) -> tuple[int, int]:
     end = 0
     while end < min(len(text), len(replacement)) - start and text[-1 - end] == replacement[-1 - end]:
         end += 1
-    a, b = _widen(text, start, len(text) - end)
+    a, b = widen_to_words(text, start, len(text) - end)
     if a >= b:  # a pure insertion: tag the word it touches
-        a, b = _widen(text, max(0, min(start, len(text) - 1)), min(len(text), start + 1))
+        a, b = widen_to_words(text, max(0, min(start, len(text) - 1)), min(len(text), start + 1))
     return a, b
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from keproxy.corrections.model import MODELS_DIR, Tagger
+from keproxy.corrections.model import MODELS_DIR, Tagged, Tagger
 from keproxy.corrections.rewrite import choose_correction, replacement, shape
 from keproxy.corrections.tagging import (
     candidate_sentences,
@@ -35,6 +35,7 @@ from keproxy.corrections.tagging import (
     snap_to_words,
     stale_core,
     value_words,
+    widen_to_words,
 )
 from keproxy.editors.base import Correction, SpanEdit, message_text
 from keproxy.editors.detection.template_parser import parse_template
@@ -104,6 +105,46 @@ def _fits(span: str, old: str | None, new: str) -> bool:
     if len(new.split()) >= 5:
         return True
     return shape(span) == shape(new) or (shape(span) in ("name", "word") and shape(new) in ("name", "word"))
+
+
+def _named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[tuple[int, int, int]]:
+    """(start, end, correction index) of each whole-word occurrence (ignoring case) of a named old value in a
+    sentence the stale tagger flagged (of its differing words, :func:`stale_core`, when it has three or more
+    words): when the user names what was wrong, that is the span, wherever the tagger's word tags point."""
+    out: list[tuple[int, int, int]] = []
+    folded = sentence.casefold()
+    for k, (old, new) in enumerate(pairs):
+        if not old:
+            continue
+        a, b = stale_core(old, new) if len(old.split()) >= 3 else (0, len(old))
+        core = old[a:b].strip().casefold()
+        at = folded.find(core) if core.strip() else -1
+        while at >= 0:
+            if widen_to_words(sentence, at, at + len(core)) == (at, at + len(core)):
+                out.append((at, at + len(core), k))
+            at = folded.find(core, at + len(core))
+    return out
+
+
+def _one_fact_each(
+    sentence: str, result: Tagged, pairs: Sequence[tuple[str | None, str]]
+) -> list[tuple[int, int, int]]:
+    """The tagged stale spans of one sentence as (start, end, correction index), keeping those that fit their
+    correction (:func:`_fits`). A correction changes one fact of a sentence: when the tagger marks several
+    different values for one correction (the corrected price and, beside it, a lumen count of the same digits),
+    only its most confident span stays, with the other copies of that same text."""
+    by_correction: dict[int, list[tuple[int, int, float]]] = {}
+    for x, y, _ in snap_to_words(sentence, result.spans):
+        span = sentence[x:y]
+        k = choose_correction(span, sentence, pairs)
+        if _fits(span, *pairs[k]):
+            by_correction.setdefault(k, []).append((x, y, result.span_confidence(x, y)))
+    out: list[tuple[int, int, int]] = []
+    for k, spans in by_correction.items():
+        bx, by, _ = max(spans, key=lambda s: s[2])
+        best = sentence[bx:by].casefold()
+        out += [(x, y, k) for x, y, _ in spans if sentence[x:y].casefold() == best]
+    return sorted(out)
 
 
 class UnderstandingOptions(BaseModel):
@@ -193,9 +234,15 @@ class CorrectionUnderstanding:
             if seen and len(seen) < len(news):
                 news = [n for n in news if n not in seen]
                 olds = olds + seen
+        # each old value goes to the nearest new value (closest pairs first), at most one each
+        distance = sorted((abs(o[0] - n[0]), j, i) for i, n in enumerate(news) for j, o in enumerate(olds))
+        paired: dict[int, int] = {}
+        for _, j, i in distance:
+            if i not in paired and j not in paired.values():
+                paired[i] = j
         pairs: list[tuple[str | None, str]] = []
-        for a, b in news:
-            old = min(olds, key=lambda o: abs(o[0] - a), default=None)
+        for i, (a, b) in enumerate(news):
+            old = olds[paired[i]] if i in paired else None
             pairs.append((text[old[0] : old[1]] if old else None, text[a:b]))
         return pairs, None
 
@@ -238,13 +285,14 @@ class CorrectionUnderstanding:
                 continue
             flagged.append((index, a, b))
             sentence = texts[index][a:b]
-            for x, y, _ in snap_to_words(sentence, result.spans):
-                span = sentence[x:y]
-                k = choose_correction(span, sentence, pairs)
+            named = _named_spans(sentence, pairs)
+            by_tags = [
+                t for t in _one_fact_each(sentence, result, pairs) if t[2] not in {k for *_, k in named}
+            ]
+            for x, y, k in sorted(named + by_tags):
                 old, new = pairs[k]
-                if not _fits(span, old, new):
-                    continue
-                x, y = _same_form(sentence, x, y, new)
+                if (x, y, k) not in named:
+                    x, y = _same_form(sentence, x, y, new)
                 span = sentence[x:y]
                 after = replacement(sentence, x, y, new, old)
                 taken = any(e.turn_index == index and e.start < a + y and a + x < e.end for e in edits)

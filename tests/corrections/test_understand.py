@@ -10,7 +10,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from keproxy.corrections.understand import CorrectionUnderstanding
+from keproxy.corrections.model import Tagged
+from keproxy.corrections.tagging import snap_to_words
+from keproxy.corrections.understand import CorrectionUnderstanding, _named_spans, _one_fact_each
 from keproxy.editors.base import EditContext
 from keproxy.editors.patch import PatchEditor
 
@@ -71,3 +73,58 @@ def test_a_stale_value_in_the_assistant_turn_is_fixed_too(understanding: Correct
     )  # fmt: skip
     assert forwarded[0] == "Book dinner for 6 people at Luigi's on Friday."
     assert forwarded[1] == "Done: a table for 6 people at Luigi's, Friday at 7pm."
+
+
+def test_a_word_split_into_pieces_tagged_differently_takes_one_label() -> None:
+    # "Heathrow" is word-pieced "heath" + "##row"; a tagger that labels the pieces OLD and NEW gives one OLD word
+    assert snap_to_words("not Heathrow", [(4, 9, "OLD"), (9, 12, "NEW")]) == [(4, 12, "OLD")]
+    assert snap_to_words("not Heathrow", [(4, 6, "OLD"), (6, 12, "NEW")]) == [(4, 12, "NEW")]
+
+
+def test_each_named_old_value_pairs_with_one_new_value(understanding: CorrectionUnderstanding) -> None:
+    text = "NPS was 41, not 14, and churn was 2.8%."
+    spans = [
+        (text.index(v), text.index(v) + len(v), stem)
+        for v, stem in (("41", "NEW"), ("14", "OLD"), ("2.8%", "NEW"))
+    ]
+    pairs, template = understanding._values(text, Tagged(1.0, tuple(spans)))
+    assert template is None
+    assert pairs == [("14", "41"), (None, "2.8%")]
+
+
+def test_a_named_old_value_is_the_span_wherever_the_word_tags_point() -> None:
+    sentence = "I earn £2,650 a month after tax, rent is £950, bills around £300."
+    tags = Tagged(0.99, ((7, 13, "STALE"),), (0.9,))  # the tagger pointed at the income
+    assert _named_spans(sentence, [("£950", "£1,050")]) == [(41, 45, 0)]
+    assert _one_fact_each(sentence, tags, [(None, "£1,050")]) == [(7, 13, 0)]
+    # a named value inside another word or number is not it
+    assert _named_spans("Gate 14B, flight 1140", [("14", "41")]) == []
+
+
+def test_one_correction_changes_one_fact_of_a_sentence() -> None:
+    sentence = "The lamp gives 3,600 lumens and the budget is $3,600 for 12 lamps."
+    at = sentence.index
+    tags = Tagged(
+        0.99,
+        ((at("3,600"), at("3,600") + 5, "STALE"), (at("$3,600"), at("$3,600") + 6, "STALE")),
+        (0.6, 0.95),
+    )
+    ((x, y, k),) = _one_fact_each(sentence, tags, [(None, "$4,200")])
+    assert sentence[x:y] == "$3,600" and k == 0
+
+
+def test_named_correction_in_a_budget_line_keeps_the_other_amounts(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    forwarded, detected = forward(
+        understanding,
+        [("user", "I earn £2,650 a month after tax, rent is £950, bills around £300. How much can I save?"),
+         ("assistant", "Take-home £2,650, minus rent £950 and bills £300, leaves £1,400 a month."),
+         ("user", "my bad, rent is £1,050 not £950")],
+    )  # fmt: skip
+    assert detected
+    assert (
+        forwarded[0]
+        == "I earn £2,650 a month after tax, rent is £1,050, bills around £300. How much can I save?"
+    )
+    assert "£2,650" in forwarded[1] and "£300" in forwarded[1] and "£950" not in forwarded[1]
