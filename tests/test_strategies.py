@@ -19,7 +19,7 @@ import pytest
 
 from keproxy.datasets import shared_data_dir
 from keproxy.editors import prompts
-from keproxy.editors.base import Correction, EditContext, HistoryEditor, Message, message_text
+from keproxy.editors.base import Correction, EditContext, HistoryEditor, Message, SpanEdit, message_text
 from keproxy.editors.deletion import DeletionEditor, history_turns
 from keproxy.editors.deletion_backends import Fact, InconsistencyJudge, NLIJudge, Rewriter, RuleRewriter
 from keproxy.editors.deletion_llm import LLMBackend, parse_qa
@@ -569,3 +569,31 @@ async def test_real_nli_deletion_updates_history_mentions_old_instances(real_nli
         story = message_text(out[0])
         updated += d.support_new in story and d.support_old not in story and not stale_left
     assert updated / len(instances) >= 0.85
+
+
+async def test_deletion_applies_located_spans_and_keeps_the_turns_that_state_the_correction() -> None:
+    """A learned correction carries its stale spans: Deletion's seed changes exactly those (the user's yoga
+    Tuesday and the room stay), and the patched turns, which state the corrected fact, are never removed even
+    by a judge that reads them as contradicting it (here one that flags any two texts naming 4pm)."""
+    first = (
+        "The meeting is on Tuesday at 3pm in Room 204. Please bring your laptop. I have yoga every Tuesday."
+    )
+    reply = "Noted: Tuesday at 3pm in Room 204."
+    messages: list[Message] = [
+        {"role": "user", "content": first},
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": "What time should I leave the office?"},
+        {"role": "assistant", "content": "Leave at 2:40pm to make the 3pm start."},
+        {"role": "user", "content": "Actually, it's at 4pm."},
+    ]
+    spans = (
+        SpanEdit(0, first.index("3pm"), first.index("3pm") + 3, "3pm", "4pm"),
+        SpanEdit(1, reply.index("3pm"), reply.index("3pm") + 3, "3pm", "4pm"),
+    )
+    corrections = [Correction(4, None, "4pm", "learned", 0.99, None, spans)]
+    nli = KeywordNLI([("3pm", "4pm"), ("4pm", "4pm")])
+    result = await DeletionEditor(nli=nli).edit(messages, corrections, EditContext())
+    texts = [message_text(m) for m in result.messages]
+    assert texts[0] == first.replace("3pm", "4pm") and texts[1] == reply.replace("3pm", "4pm")
+    assert not any("3pm" in t for t in texts)  # the Q/A pair that still said 3pm was rewritten or removed
+    assert texts[-1] == "Actually, it's at 4pm." and alternates(result.messages)

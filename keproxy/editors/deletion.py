@@ -45,7 +45,7 @@ from keproxy.editors.deletion_backends import (
 )
 from keproxy.editors.deletion_llm import LLMBackend
 from keproxy.editors.locate import SpanLocator
-from keproxy.editors.patch import find_occurrences, replace_occurrences
+from keproxy.editors.patch import apply_span_edits, find_occurrences, replace_occurrences
 from keproxy.errors import ConfigError
 from keproxy.nli.base import NLIBackend
 
@@ -233,6 +233,7 @@ class DeletionEditor:
             counts: dict[tuple[int, ...], int] = {}
             made = await self._seed(out, corrections, correction, counts)
             queue = deque(made.facts)
+            seeded = [f.text for f in made.facts if not f.place]
             n_before = len(edits)
             edits += made.edits
             while queue:
@@ -242,7 +243,7 @@ class DeletionEditor:
                 fact = queue.popleft()
                 run.facts.append(fact)
                 queue.extend(
-                    await self._pass(out, corrections, correction, fact, counts, edits, run, context)
+                    await self._pass(out, corrections, correction, fact, counts, edits, run, context, seeded)
                 )
             if len(edits) == n_before:
                 unresolved.append(correction)
@@ -266,8 +267,11 @@ class DeletionEditor:
         edits: list[TextEdit],
         run: DeletionRun,
         context: EditContext,
+        seeded: Sequence[str] = (),
     ) -> list[Fact]:
-        """Algorithm 1, lines 6-12, for one fact: judge the editable turns, rewrite the inconsistent ones."""
+        """Algorithm 1, lines 6-12, for one fact: judge the editable turns, rewrite the inconsistent ones. A
+        rewrite that would drop a sentence the seed wrote (``seeded``: the patched sentences stating the
+        correction) is not applied: the turns that state the corrected fact stay."""
         turns = [
             t
             for t in history_turns(out, corrections)
@@ -283,6 +287,8 @@ class DeletionEditor:
             if not verdict.inconsistent:
                 continue
             rewrite = await self.rewriter.delete(turn, verdict, fact, run.budget, context)
+            if not _keeps_statements(turn, rewrite, seeded):
+                continue
             if self._apply(out, turn, rewrite, correction, max(verdict.scores, default=None), edits):
                 counts[turn.indices] = counts.get(turn.indices, 0) + 1
                 pushed += rewrite.facts
@@ -328,7 +334,7 @@ class DeletionEditor:
         """Replace the correction's span in h (Algorithm 1's first DELETE) and build the first facts."""
         turns = history_turns(out, corrections)
         old, score = correction.old, None
-        if old is None:
+        if old is None and not correction.spans:
             index_of = {i for t in turns for i in t.indices}
             others = [i for i in range(len(out)) if i not in index_of]
             view = [m if m is not None else {"role": "system", "content": ""} for m in out]
@@ -338,6 +344,24 @@ class DeletionEditor:
             if located is not None:
                 old, score = located.text, located.score
         seed = _Seed()
+        if correction.spans:  # located by the detector: exactly those spans change, as in patch
+            view = [m if m is not None else {"role": "system", "content": ""} for m in out]
+            sent = [message_text(m) for m in view]
+            made = apply_span_edits(view, [correction])
+            for turn in turns:
+                mine = [e for e in made if e.turn_index in turn.indices]
+                if not mine:
+                    continue
+                counts[turn.indices] = counts.get(turn.indices, 0) + 1
+                for index in {e.turn_index for e in mine}:
+                    before_text, after_text = sent[index], message_text(view[index])
+                    out[index] = view[index]
+                    for e in (e for e in mine if e.turn_index == index):
+                        seed.edits.append(e)
+                        for sentence in _sentences_around(after_text, e.after):
+                            old_sentence = _sentences_around(before_text, e.before)
+                            seed.add(Fact(sentence, old_sentence[0] if old_sentence else e.before))
+            old = None
         if old is not None and old != correction.new:
             for turn in turns:
                 changed = False
@@ -359,6 +383,22 @@ class DeletionEditor:
         if not seed.facts:
             seed.add(Fact(correction.new, place=True))
         return seed
+
+
+def _keeps_statements(turn: TurnView, rewrite: Rewrite, statements: Sequence[str]) -> bool:
+    """Whether a rewrite keeps, word for word, each of ``statements`` that a message of the turn holds (a
+    patched story or answer states the corrected fact; a judge that reads it as contradicting the correction
+    must not remove it). Other sentences of those messages may still go."""
+    said = [s.strip() for s in statements if s.strip()]
+    texts = list(rewrite.texts)
+    if any(t is None for t in texts):  # a removed message removes its pair (see _apply)
+        texts = [None] * len(texts)
+    return all(
+        after is not None and s in after
+        for before, after in zip(turn.texts, texts, strict=False)
+        for s in said
+        if s in before
+    )
 
 
 @dataclass

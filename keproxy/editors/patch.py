@@ -26,7 +26,7 @@ from keproxy.editors.base import (
 from keproxy.editors.locate import SpanLocator
 from keproxy.memory.embeddings import Embedder
 
-__all__ = ["PatchEditor", "find_occurrences", "replace_occurrences"]
+__all__ = ["PatchEditor", "apply_span_edits", "find_occurrences", "replace_occurrences"]
 
 _EDITED_ROLES = frozenset({"user", "assistant"})
 _DOUBLE_QUOTES = '"“”„‟«»″'
@@ -116,7 +116,7 @@ def replace_occurrences(message: Message, old: str, new: str) -> tuple[Message, 
     return out, replaced
 
 
-def _apply_spans(out: list[Message], corrections: Sequence[Correction]) -> list[TextEdit]:
+def apply_span_edits(out: list[Message], corrections: Sequence[Correction]) -> list[TextEdit]:
     """Apply the corrections' located span edits to ``out`` in place (string contents only; a span whose text
     is no longer where it was located, or that overlaps one already taken, is skipped)."""
     by_turn: dict[int, list[tuple[SpanEdit, int]]] = {}
@@ -188,7 +188,7 @@ class PatchEditor:
         correction_turns = {c.turn_index for c in corrections}
         with_spans = [c for c in corrections if c.spans]
         if with_spans:
-            edits += _apply_spans(out, with_spans)
+            edits += apply_span_edits(out, with_spans)
         for correction in sorted(corrections, key=lambda c: c.turn_index):
             if correction.spans or "learned" in correction.detector.split("+"):
                 continue  # located by the detector (above); a learned correction without spans changes nothing
