@@ -88,11 +88,16 @@ def _occurrences(
     for index in range(turn):
         if index in skip or messages[index].get("role") not in ("user", "assistant"):
             continue
-        text = texts[index].casefold() if fold_case else texts[index]
-        at = text.find(target)
-        while at >= 0:
+        for at in _find_all(texts[index].casefold() if fold_case else texts[index], target):
             yield index, at
-            at = text.find(target, at + len(target))
+
+
+def _find_all(text: str, needle: str) -> Iterator[int]:
+    """Offsets of the non-overlapping occurrences of ``needle`` in ``text``, left to right."""
+    at = text.find(needle) if needle else -1
+    while at >= 0:
+        yield at
+        at = text.find(needle, at + len(needle))
 
 
 def _fits(span: str, old: str | None, new: str) -> bool:
@@ -118,11 +123,11 @@ def _named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list
             continue
         a, b = stale_core(old, new) if len(old.split()) >= 3 else (0, len(old))
         core = old[a:b].strip().casefold()
-        at = folded.find(core) if core.strip() else -1
-        while at >= 0:
-            if widen_to_words(sentence, at, at + len(core)) == (at, at + len(core)):
-                out.append((at, at + len(core), k))
-            at = folded.find(core, at + len(core))
+        out += [
+            (at, at + len(core), k)
+            for at in _find_all(folded, core)
+            if widen_to_words(sentence, at, at + len(core)) == (at, at + len(core))
+        ]
     return out
 
 

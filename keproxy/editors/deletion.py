@@ -337,7 +337,7 @@ class DeletionEditor:
         if old is None and not correction.spans:
             index_of = {i for t in turns for i in t.indices}
             others = [i for i in range(len(out)) if i not in index_of]
-            view = [m if m is not None else {"role": "system", "content": ""} for m in out]
+            view = _placeholders(out)
             located = await asyncio.to_thread(
                 self.locator.locate, view, correction.new, len(out), exclude=others
             )
@@ -345,7 +345,7 @@ class DeletionEditor:
                 old, score = located.text, located.score
         seed = _Seed()
         if correction.spans:  # located by the detector: exactly those spans change, as in patch
-            view = [m if m is not None else {"role": "system", "content": ""} for m in out]
+            view = _placeholders(out)
             sent = [message_text(m) for m in view]
             made = apply_span_edits(view, [correction])
             for turn in turns:
@@ -358,9 +358,7 @@ class DeletionEditor:
                     out[index] = view[index]
                     for e in (e for e in mine if e.turn_index == index):
                         seed.edits.append(e)
-                        for sentence in _sentences_around(after_text, e.after):
-                            old_sentence = _sentences_around(before_text, e.before)
-                            seed.add(Fact(sentence, old_sentence[0] if old_sentence else e.before))
+                        seed.add_around(before_text, after_text, e.before, e.after)
             old = None
         if old is not None and old != correction.new:
             for turn in turns:
@@ -375,14 +373,17 @@ class DeletionEditor:
                     before_text, after_text = message_text(message), message_text(patched)
                     for before, after in replaced:
                         seed.edits.append(TextEdit(index, before, after, correction.turn_index, score))
-                        for sentence in _sentences_around(after_text, after):
-                            old_sentence = _sentences_around(before_text, before)
-                            seed.add(Fact(sentence, old_sentence[0] if old_sentence else before))
+                        seed.add_around(before_text, after_text, before, after)
                 if changed:
                     counts[turn.indices] = counts.get(turn.indices, 0) + 1
         if not seed.facts:
             seed.add(Fact(correction.new, place=True))
         return seed
+
+
+def _placeholders(out: Sequence[Message | None]) -> list[Message]:
+    """``out`` with each removed message (None) standing as an empty system message, so indices still align."""
+    return [m if m is not None else {"role": "system", "content": ""} for m in out]
 
 
 def _keeps_statements(turn: TurnView, rewrite: Rewrite, statements: Sequence[str]) -> bool:
@@ -409,3 +410,10 @@ class _Seed:
     def add(self, fact: Fact) -> None:
         if all(f.text != fact.text for f in self.facts):
             self.facts.append(fact)
+
+    def add_around(self, before_text: str, after_text: str, before: str, after: str) -> None:
+        """Each sentence of ``after_text`` holding the replacement ``after`` as a fact, with the sentence of
+        ``before_text`` that held ``before`` as what it replaced."""
+        old_sentence = _sentences_around(before_text, before)
+        for sentence in _sentences_around(after_text, after):
+            self.add(Fact(sentence, old_sentence[0] if old_sentence else before))
