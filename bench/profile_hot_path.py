@@ -44,7 +44,7 @@ GROUPS = [
       "TypeAdapter", "ModelField.validate", "_parse (keproxy/proxy/chat_endpoint", "_read_body (keproxy/proxy",
       "upstream_body (keproxy/proxy/protocol"]),
     ("keproxy pipeline (prepare, complete, relay, _finish)",
-     ["keproxy/proxy/serving.py", "keproxy/proxy/protocol.py", "keproxy/upstream/__init__",
+     ["keproxy/pipeline/", "keproxy/proxy/protocol.py", "keproxy/upstream/__init__",
       "keproxy/upstream/base.py", "__call__ (keproxy/proxy/chat_endpoint", "_respond (keproxy/proxy/chat_endpoint",
       "_authenticate (keproxy/proxy/chat_endpoint"]),
     ("response: build + send (uvicorn write)",

@@ -265,6 +265,9 @@ def test_cue_detector_ignores_long_messages() -> None:
 class _FixedDetector:
     """A real detector that reports the same corrections whatever the messages."""
 
+    blocking = False
+    fallback = False
+
     def __init__(self, name: str, corrections: list[Correction]) -> None:
         self.name = name
         self.corrections = corrections
@@ -275,6 +278,8 @@ class _FixedDetector:
 
 class _BrokenDetector:
     name = "broken"
+    blocking = False
+    fallback = False
 
     def detect(self, messages: Sequence[Mapping[str, Any]]) -> list[Correction]:
         raise RuntimeError("boom")

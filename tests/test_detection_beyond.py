@@ -446,6 +446,9 @@ def test_judge_verdict_schema() -> None:
 
 
 class FixedDetector:
+    blocking = False
+    fallback = False
+
     def __init__(self, name: str, corrections: list[Correction]) -> None:
         self.name = name
         self.corrections = corrections

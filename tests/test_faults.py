@@ -23,6 +23,7 @@ import pytest
 from keproxy.proxy.app import create_app
 from keproxy.settings import Settings, load_settings
 from keproxy.transcripts import Transcript
+from keproxy.upstream.base import one_by_one
 from tests.conftest import client_for
 from tests.upstream_stub import DRIBBLE_WORDS, ResetServer, StubUpstream, ThreadedServer, release_litellm
 
@@ -199,6 +200,9 @@ class _BrokenUpstream:
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError("bug in the upstream client")
 
+    def stream_batches(self, body: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
+        return one_by_one(self.stream(body))
+
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         yield {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "half"}}]}
         raise RuntimeError("bug in the upstream client")
@@ -213,8 +217,8 @@ async def test_a_bug_below_the_pipeline_still_ends_in_a_transcript(
 ) -> None:
     """An exception outside keproxy's tree from the upstream layer: the request is logged with status 500 and
     OpenAI's generic error body; a stream that already started ends with that error event and ``[DONE]``."""
+    from keproxy.pipeline import new_request_id
     from keproxy.proxy.protocol import ChatCompletionRequest
-    from keproxy.proxy.serving import new_request_id
 
     service = client.app.state.service  # type: ignore[attr-defined]
     request = ChatCompletionRequest.model_validate(

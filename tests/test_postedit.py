@@ -23,21 +23,18 @@ from keproxy.editors.base import Correction, EditContext
 from keproxy.errors import ConfigError, InvalidRequestError
 from keproxy.memory.edits import Edit, EditScope, RetrievedEdit
 from keproxy.memory.embeddings import Embedder
+from keproxy.pipeline import assemble_stream, completion_chunks, post_edit_completion, store_corrections
 from keproxy.postedit import (
     LLMPostEditor,
     LocalPostEditor,
     PostEditorRegistry,
     SpanPostEditor,
-    completion_chunks,
     fill_t_aug,
     fill_t_edit,
     gate,
     is_retain,
     preprocess,
-    store_corrections,
 )
-from keproxy.postedit.pipeline import post_edit_completion
-from keproxy.proxy.serving import assemble_stream
 from keproxy.settings import load_settings
 from keproxy.transcripts import SQLiteTranscriptStore, Transcript
 from tests.conftest import client_for

@@ -177,6 +177,7 @@ class CorrectionUnderstanding:
 
     name = "learned"
     blocking = True
+    fallback = False
 
     def __init__(
         self,

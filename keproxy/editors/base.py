@@ -132,11 +132,15 @@ class EditContext:
 class CorrectionDetector(Protocol):
     """Finds corrections in user turns. Must never raise on any text.
 
-    A detector that runs a model or calls a service sets a class attribute ``blocking = True``: the proxy then
-    calls ``detect`` in a worker thread instead of on the event loop.
+    name: the detector's registered name (``Correction.detector``). blocking: True for a detector that runs a
+    model or calls a service; the pipeline then calls ``detect`` in a worker thread instead of on the event
+    loop. fallback: True for a detector whose findings only count when no other detector found the same fact
+    (``CompositeDetector``; the contradiction detector).
     """
 
     name: str
+    blocking: bool
+    fallback: bool
 
     def detect(self, messages: Sequence[Mapping[str, Any]]) -> list[Correction]: ...
 

@@ -1,4 +1,4 @@
-"""The edit-memory side of a chat request, used by ``keproxy.proxy.serving``.
+"""The edit-memory side of a chat request, used by the pipeline's stages.
 
 - :func:`store_corrections`: corrections detected in a conversation become session-scoped edits
   (``Edit(source="correction", kind="text", scope="session")``), once per session (deduplicated by text);

@@ -13,14 +13,6 @@ Post-editors (:class:`PostEditorRegistry`): ``span`` (rules), ``llm`` (chat mode
 from keproxy.postedit.base import PostEditor, PostEditResult, edit_objects, gate
 from keproxy.postedit.llm import LLMPostEditor
 from keproxy.postedit.local import LocalPostEditor
-from keproxy.postedit.pipeline import (
-    EditMemoryWriter,
-    PostEditRecord,
-    completion_chunks,
-    correction_edit,
-    post_edit_completion,
-    store_corrections,
-)
 from keproxy.postedit.preprocess import PreprocessMode, PreprocessResult, preprocess
 from keproxy.postedit.prompts import RETAIN_TOKEN, T_AUG, T_EDIT, fill_t_aug, fill_t_edit, is_retain
 from keproxy.postedit.registry import PostEditorRegistry, PostEditorResources
@@ -30,10 +22,8 @@ __all__ = [
     "RETAIN_TOKEN",
     "T_AUG",
     "T_EDIT",
-    "EditMemoryWriter",
     "LLMPostEditor",
     "LocalPostEditor",
-    "PostEditRecord",
     "PostEditResult",
     "PostEditor",
     "PostEditorRegistry",
@@ -41,14 +31,10 @@ __all__ = [
     "PreprocessMode",
     "PreprocessResult",
     "SpanPostEditor",
-    "completion_chunks",
-    "correction_edit",
     "edit_objects",
     "fill_t_aug",
     "fill_t_edit",
     "gate",
     "is_retain",
-    "post_edit_completion",
     "preprocess",
-    "store_corrections",
 ]

@@ -31,12 +31,12 @@ from keproxy.memory.embeddings import Embedder
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.nli import NLIBackend, NLIConfigError, get_nli_backend
+from keproxy.pipeline import ChatService
 from keproxy.proxy.auth import Authenticator
 from keproxy.proxy.chat_endpoint import PATH, ChatCompletionsEndpoint, chat_completions_schema
 from keproxy.proxy.demo import demo_router
 from keproxy.proxy.edits_api import edits_router
 from keproxy.proxy.router import router
-from keproxy.proxy.serving import ChatService
 from keproxy.settings import ModelRoute, Settings
 from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
 from keproxy.upstream import UpstreamRouter

@@ -32,9 +32,9 @@ from fastapi import APIRouter, Depends
 from pydantic import ValidationError
 
 from keproxy.errors import KeproxyError, RequestTooLargeError, error_body, invalid_json, validation_error
+from keproxy.pipeline import SSE_DONE, ChatService, PreparedRequest, new_request_id
 from keproxy.proxy.auth import Authenticator, Principal
 from keproxy.proxy.protocol import ChatCompletionRequest
-from keproxy.proxy.serving import SSE_DONE, ChatService, PreparedRequest, new_request_id
 
 __all__ = ["PATH", "ChatCompletionsEndpoint", "chat_completions_schema"]
 

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from keproxy.errors import NotFoundError
+from keproxy.pipeline import ChatService
 from keproxy.proxy.auth import Authenticator, Principal
 from keproxy.proxy.json_route import JSONRoute
 from keproxy.proxy.protocol import ModelCard, ModelList
-from keproxy.proxy.serving import ChatService
 
 __all__ = ["router"]
 

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from keproxy.errors import InvalidRequestError, KeproxyError, UpstreamError, UpstreamTimeoutError
+from keproxy.upstream.base import one_by_one
 from keproxy.upstream.errors_map import error_for_status, redact
 
 # litellm fetches its model cost map over the network at import unless told otherwise (no network here).
@@ -153,6 +154,10 @@ class LiteLLMUpstream:
             raise
         except Exception as exc:
             raise _map_exception(exc, self.name, self._fixed.get("api_key")) from exc
+
+    def stream_batches(self, body: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
+        """``stream``'s chunks one per list (litellm hands them over one at a time)."""
+        return one_by_one(self.stream(body))
 
     async def aclose(self) -> None:
         return None

@@ -45,6 +45,8 @@ class TemplateDetector:
     :func:`parse_template`. Corrections carry ``template`` (1-15) and ``old`` exactly as quoted."""
 
     name = "template"
+    blocking = False
+    fallback = False
 
     def parse(self, utterance: str) -> list[ParsedCorrection]:
         """:func:`parse_template` of ``utterance``."""
@@ -68,6 +70,8 @@ class CueDetector:
     """
 
     name = "cue"
+    blocking = False
+    fallback = False
 
     def parse(self, utterance: str) -> list[ParsedCorrection]:
         """:func:`parse_cues` of ``utterance`` (no context check)."""
@@ -133,6 +137,7 @@ class CompositeDetector:
     """
 
     name = "composite"
+    fallback = False
 
     def __init__(
         self,
@@ -144,13 +149,13 @@ class CompositeDetector:
         fallback: Collection[str] | None = None,
     ) -> None:
         self.detectors = tuple(detectors)
-        self.blocking = any(getattr(d, "blocking", False) for d in self.detectors)
+        self.blocking = any(d.blocking for d in self.detectors)
         self.max_per_turn = max_per_turn
         self.weights = dict(weights or {})
         self.min_confidence = min_confidence
         if fallback is None:
-            fallback = [d.name for d in self.detectors if getattr(d, "fallback", False) is True]
-        self.fallback = frozenset(fallback)
+            fallback = [d.name for d in self.detectors if d.fallback]
+        self.fallback_names = frozenset(fallback)
 
     def _weighted(self, correction: Correction) -> float:
         weight = self.weights.get(correction.detector, 1.0)
@@ -169,7 +174,7 @@ class CompositeDetector:
         miss = 1.0
         for confidence in best.values():
             miss *= 1.0 - confidence
-        primary = [m for m in members if m[1].detector not in self.fallback] or members
+        primary = [m for m in members if m[1].detector not in self.fallback_names] or members
         rank, head = min(primary, key=lambda m: (m[1].old is None, -self._weighted(m[1]), m[0]))
         names = "+".join(dict.fromkeys(c.detector for _, c in sorted(members, key=lambda m: m[0])))
         return rank, replace(head, detector=names, confidence=round(1.0 - miss, 4))
@@ -190,11 +195,11 @@ class CompositeDetector:
         if templated:
             candidates = templated
         ordered = sorted(candidates, key=lambda c: (-self._weighted(c[1]), c[0]))
-        primary = [c for c in ordered if c[1].detector not in self.fallback]
+        primary = [c for c in ordered if c[1].detector not in self.fallback_names]
         if primary:
             groups = self._group(primary)
             for item in ordered:
-                if item[1].detector in self.fallback:
+                if item[1].detector in self.fallback_names:
                     home = next((g for g in groups if any(_agree(item[1], m[1]) for m in g)), None)
                     if home is not None:
                         home.append(item)
@@ -218,7 +223,7 @@ class CompositeDetector:
                 found = detector.detect(messages)
             except Exception:
                 logger.exception(
-                    "correction detector %r failed; skipped", getattr(detector, "name", detector)
+                    "correction detector %r failed; skipped", detector.name
                 )
                 continue
             for correction in found:

@@ -101,6 +101,7 @@ class LLMJudgeDetector:
     blocking = True  # runs a model: the proxy calls detect in a worker thread
 
     name = "llm-judge"
+    fallback = False
 
     def __init__(
         self,
