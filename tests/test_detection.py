@@ -331,8 +331,8 @@ def test_composite_skips_a_detector_that_raises() -> None:
 
 
 def test_registry_and_protocol() -> None:
-    assert set(DETECTORS) == {"template", "cue", "composite", "contradiction", "llm-judge", "learned"}
-    for name in DETECTORS:
+    assert set(DETECTORS.names()) == {"template", "cue", "composite", "contradiction", "llm-judge", "learned"}
+    for name in DETECTORS.names():
         detector = get_detector(name)
         assert isinstance(detector, CorrectionDetector)
         assert detector.name == name

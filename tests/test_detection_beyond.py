@@ -530,8 +530,8 @@ def test_composite_template_turns_ignore_other_detectors() -> None:
 
 
 def test_registry_builds_every_detector_lazily() -> None:
-    assert {"template", "cue", "composite", "contradiction", "llm-judge"} <= set(DETECTORS)
-    for name in DETECTORS:
+    assert {"template", "cue", "composite", "contradiction", "llm-judge"} <= set(DETECTORS.names())
+    for name in DETECTORS.names():
         detector = get_detector(name)
         assert isinstance(detector, CorrectionDetector) and detector.name == name
     with pytest.raises(KeyError, match="contradiction, cue, learned, llm-judge, template"):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,9 +37,12 @@ from keproxy.corrections.tagging import (
     value_words,
     widen_to_words,
 )
-from keproxy.editors.base import Correction, SpanEdit, message_text
+from keproxy.editors.base import Correction, CorrectionDetector, SpanEdit, message_text
 from keproxy.editors.detection.template_parser import parse_template
 from keproxy.editors.locate import SpanLocator
+
+if TYPE_CHECKING:
+    from keproxy.editors.detection.registry import DetectorResources
 
 __all__ = ["CorrectionUnderstanding", "UnderstandingOptions"]
 
@@ -390,3 +393,13 @@ class CorrectionUnderstanding:
                 if before != new[c:d]:
                     edits.append(SpanEdit(index, at + a, at + b, before, new[c:d], k))
         return edits
+
+
+def factory(resources: DetectorResources) -> CorrectionDetector:
+    """The ``learned`` detector (``keproxy.editors.detection.registry``): options from ``resources.learned``;
+    new-only corrections located with the shared embedder when it is a real one."""
+    from keproxy.memory.embeddings import Embedder
+
+    encoder = resources.encoder
+    locator = SpanLocator(encoder) if isinstance(encoder, Embedder) else None
+    return CorrectionUnderstanding(options=UnderstandingOptions(**resources.learned), locator=locator)

@@ -26,6 +26,7 @@ from typing import Any
 from keproxy.editors.base import (
     Correction,
     EditContext,
+    HistoryEditor,
     HistoryEditResult,
     Message,
     TextEdit,
@@ -46,6 +47,7 @@ from keproxy.editors.deletion_backends import (
 from keproxy.editors.deletion_llm import LLMBackend
 from keproxy.editors.locate import SpanLocator
 from keproxy.editors.patch import apply_span_edits, find_occurrences, replace_occurrences
+from keproxy.editors.registry import EditorResources
 from keproxy.errors import ConfigError
 from keproxy.nli.base import NLIBackend
 
@@ -417,3 +419,15 @@ class _Seed:
         old_sentence = _sentences_around(before_text, before)
         for sentence in _sentences_around(after_text, after):
             self.add(Fact(sentence, old_sentence[0] if old_sentence else before))
+
+
+def factory(resources: EditorResources) -> HistoryEditor:
+    """The ``deletion`` strategy (``keproxy.editors.registry``): with the NLI backend when one is configured,
+    else with the upstream model (KEIC App. F); threshold and token budget from the history settings."""
+    settings = resources.settings
+    return DeletionEditor(
+        nli=resources.nli,
+        nli_options={"threshold": settings.deletion_threshold} if settings is not None else None,
+        locator=SpanLocator(resources.embedder),
+        token_budget=settings.deletion_token_budget if settings is not None else TOKEN_BUDGET,
+    )

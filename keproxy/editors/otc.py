@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message, copy_messages
+from keproxy.editors.base import (
+    Correction,
+    EditContext,
+    HistoryEditor,
+    HistoryEditResult,
+    Message,
+    copy_messages,
+)
+from keproxy.editors.registry import EditorResources
 
 __all__ = ["OTCEditor"]
 
@@ -27,3 +35,8 @@ class OTCEditor:
     ) -> HistoryEditResult:
         """``messages`` unchanged (deep-copied, so callers may mutate the result)."""
         return HistoryEditResult(messages=copy_messages(messages))
+
+
+def factory(resources: EditorResources) -> HistoryEditor:
+    """The ``otc`` strategy (``keproxy.editors.registry``)."""
+    return OTCEditor()

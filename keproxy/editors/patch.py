@@ -17,6 +17,7 @@ from typing import Any
 from keproxy.editors.base import (
     Correction,
     EditContext,
+    HistoryEditor,
     HistoryEditResult,
     Message,
     SpanEdit,
@@ -24,6 +25,7 @@ from keproxy.editors.base import (
     copy_messages,
 )
 from keproxy.editors.locate import SpanLocator
+from keproxy.editors.registry import EditorResources
 from keproxy.memory.embeddings import Embedder
 
 __all__ = ["PatchEditor", "apply_span_edits", "find_occurrences", "replace_occurrences"]
@@ -225,3 +227,8 @@ class PatchEditor:
                     TextEdit(index, before, after, correction.turn_index, score) for before, after in replaced
                 )
         return made
+
+
+def factory(resources: EditorResources) -> HistoryEditor:
+    """The ``patch`` strategy (``keproxy.editors.registry``): located with the app's embedder, if any."""
+    return PatchEditor(SpanLocator(resources.embedder))

@@ -1,21 +1,35 @@
-"""Named history editors (KEIC strategies).
+"""Named history editors (KEIC strategies): the ``strategy`` registry.
 
 Built-in, the KEIC §3 strategies: ``otc`` (One-Turn Correction: pass through), ``patch`` (the paper's "oracle
-of Reiterate", done automatically), ``verification``, ``reiterate`` and ``deletion`` (Algorithm 1). Third parties add strategies through the entry-point group ``keproxy.history_editors``:
-each entry point names a callable ``factory(resources: EditorResources) -> HistoryEditor``.
+of Reiterate", done automatically), ``verification``, ``reiterate`` and ``deletion`` (Algorithm 1). Each lives
+in its own module with a ``factory(resources: EditorResources) -> HistoryEditor``, registered by one line in
+:data:`HISTORY_EDITORS`. Third parties add strategies through the entry-point group ``keproxy.history_editors``
+(see ``keproxy.plugins``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING
 
 from keproxy.editors.base import HistoryEditor
 from keproxy.errors import InvalidRequestError
+from keproxy.plugins import Registry, UnknownPluginError
 
-__all__ = ["ENTRY_POINT_GROUP", "EditorFactory", "EditorRegistry", "EditorResources", "strategy_names"]
+if TYPE_CHECKING:
+    from keproxy.memory.embeddings import Embedder
+    from keproxy.nli.base import NLIBackend
+    from keproxy.settings import HistorySettings
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "HISTORY_EDITORS",
+    "EditorFactory",
+    "EditorRegistry",
+    "EditorResources",
+    "strategy_names",
+]
 
 ENTRY_POINT_GROUP = "keproxy.history_editors"
 
@@ -24,68 +38,46 @@ ENTRY_POINT_GROUP = "keproxy.history_editors"
 class EditorResources:
     """Shared, expensive objects editors may use, built once per app.
 
-    embedder: sentence embedder (``keproxy.memory.Embedder``) or None (lexical scoring only).
-    nli: NLI backend (``keproxy.nli.NLIBackend``) or None when none is configured.
-    settings: the app's ``keproxy.settings.Settings`` (strategy options such as ``deletion_threshold``), or
-        None: every option at its default.
+    embedder: sentence embedder, or None (lexical scoring only). nli: NLI backend, or None when none is
+    configured. settings: the app's history settings (``deletion_threshold``, ...), or None: defaults.
     """
 
-    embedder: Any = None
-    nli: Any = None
-    settings: Any = None
+    embedder: Embedder | None = None
+    nli: NLIBackend | None = None
+    settings: HistorySettings | None = None
 
 
 EditorFactory = Callable[[EditorResources], HistoryEditor]
 
-
-def _builtin_factories() -> dict[str, EditorFactory]:
-    from keproxy.editors.locate import SpanLocator
-    from keproxy.editors.otc import OTCEditor
-    from keproxy.editors.patch import PatchEditor
-    from keproxy.editors.reiterate import ReiterateEditor
-    from keproxy.editors.verification import VerificationEditor
-
-    return {
-        "otc": lambda resources: OTCEditor(),
-        "patch": lambda resources: PatchEditor(SpanLocator(resources.embedder)),
-        "verification": lambda resources: VerificationEditor(),
-        "reiterate": lambda resources: ReiterateEditor(),
-        "deletion": _deletion,
-    }
+#: Strategy name -> factory. A new built-in strategy: its module with a ``factory``, and one line here.
+HISTORY_EDITORS: Registry[EditorFactory] = Registry(
+    "strategy",
+    ENTRY_POINT_GROUP,
+    {
+        "otc": "keproxy.editors.otc:factory",
+        "patch": "keproxy.editors.patch:factory",
+        "verification": "keproxy.editors.verification:factory",
+        "reiterate": "keproxy.editors.reiterate:factory",
+        "deletion": "keproxy.editors.deletion:factory",
+    },
+)
 
 
 def strategy_names() -> list[str]:
     """Every strategy name a registry would hold (built-ins and entry points), without building editors."""
-    return sorted({*_builtin_factories(), *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
-
-
-def _deletion(resources: EditorResources) -> HistoryEditor:
-    """Deletion with the NLI backend when one is configured, else with the upstream model (App. F)."""
-    from keproxy.editors.deletion import TOKEN_BUDGET, DeletionEditor
-    from keproxy.editors.locate import SpanLocator
-
-    settings = resources.settings
-    threshold = getattr(settings, "deletion_threshold", None)
-    return DeletionEditor(
-        nli=resources.nli,
-        nli_options={"threshold": threshold} if threshold is not None else None,
-        locator=SpanLocator(resources.embedder),
-        token_budget=getattr(settings, "deletion_token_budget", TOKEN_BUDGET),
-    )
+    return HISTORY_EDITORS.names()
 
 
 class EditorRegistry:
-    """Strategy name -> history editor, built once per app from built-ins, entry points and ``extra``.
+    """Strategy name -> history editor, built once per app from :data:`HISTORY_EDITORS` and ``extra``.
 
-    resources: what the factories get (embedder, NLI backend); default: none of them.
+    resources: what the factories get (embedder, NLI backend, settings); default: none of them.
     """
 
     def __init__(
         self, resources: EditorResources | None = None, extra: dict[str, EditorFactory] | None = None
     ) -> None:
-        factories = _builtin_factories()
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            factories.setdefault(ep.name, ep.load())
+        factories = HISTORY_EDITORS.factories()
         factories.update(extra or {})
         self._editors: dict[str, HistoryEditor] = {
             name: make(resources or EditorResources()) for name, make in factories.items()
@@ -99,6 +91,5 @@ class EditorRegistry:
         try:
             return self._editors[name]
         except KeyError:
-            raise InvalidRequestError(
-                f"unknown strategy {name!r}; available: {', '.join(self.names())}", param="keproxy.strategy"
-            ) from None
+            error = UnknownPluginError("strategy", name, self.names())
+            raise InvalidRequestError(str(error), param="keproxy.strategy") from None

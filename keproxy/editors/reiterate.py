@@ -15,8 +15,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message, copy_messages
+from keproxy.editors.base import (
+    Correction,
+    EditContext,
+    HistoryEditor,
+    HistoryEditResult,
+    Message,
+    copy_messages,
+)
 from keproxy.editors.prompts import REITERATE_PROMPT
+from keproxy.editors.registry import EditorResources
 from keproxy.errors import ConfigError
 
 __all__ = ["ReiterateEditor", "reply_text", "require_upstream"]
@@ -86,3 +94,8 @@ class ReiterateEditor:
             return HistoryEditResult(messages=out, unresolved=[last], upstream_calls=1)
         retold: Message = {"role": "assistant", "content": story}
         return HistoryEditResult(messages=[*out[:end], dict(ask), retold, *out[end:]], upstream_calls=1)
+
+
+def factory(resources: EditorResources) -> HistoryEditor:
+    """The ``reiterate`` strategy (``keproxy.editors.registry``)."""
+    return ReiterateEditor()

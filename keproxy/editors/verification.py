@@ -14,8 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from keproxy.editors.base import Correction, EditContext, HistoryEditResult, Message, copy_messages
+from keproxy.editors.base import (
+    Correction,
+    EditContext,
+    HistoryEditor,
+    HistoryEditResult,
+    Message,
+    copy_messages,
+)
 from keproxy.editors.prompts import ANSWER_EXTRACTION_PROMPT, VERIFICATION_PROMPT
+from keproxy.editors.registry import EditorResources
 from keproxy.editors.reiterate import reply_text, require_upstream
 
 __all__ = ["VerificationEditor"]
@@ -59,3 +67,8 @@ class VerificationEditor:
             {"role": "user", "content": ANSWER_EXTRACTION_PROMPT},
         ]
         return HistoryEditResult(messages=out, upstream_calls=2)
+
+
+def factory(resources: EditorResources) -> HistoryEditor:
+    """The ``verification`` strategy (``keproxy.editors.registry``)."""
+    return VerificationEditor()

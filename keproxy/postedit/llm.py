@@ -18,8 +18,9 @@ from typing import Any
 from keproxy.editors.base import EditContext
 from keproxy.errors import ConfigError, KeproxyError, UpstreamError
 from keproxy.memory.edits import RetrievedEdit
-from keproxy.postedit.base import PostEditResult
+from keproxy.postedit.base import PostEditor, PostEditResult
 from keproxy.postedit.prompts import fill_t_edit, is_retain
+from keproxy.postedit.registry import PostEditorResources
 from keproxy.upstream.json_answer import answer_text, import_litellm
 
 __all__ = ["LLMPostEditor", "parse_output"]
@@ -84,3 +85,16 @@ class LLMPostEditor:
             raise UpstreamError(f"post-editor model {self.model} failed: {exc}") from exc
         dumped: dict[str, Any] = result if isinstance(result, dict) else result.model_dump()
         return dumped
+
+
+def factory(resources: PostEditorResources) -> PostEditor:
+    """The ``llm`` post-editor (``keproxy.postedit.registry``), from ``post_editor_options``."""
+    options = resources.options
+    kwargs = {"api_base": options.llm_api_base} if options.llm_api_base else {}
+    return LLMPostEditor(
+        options.llm_model,
+        mock_response=options.llm_mock_response,
+        temperature=options.temperature,
+        max_tokens=options.max_new_tokens,
+        completion_kwargs=kwargs,
+    )

@@ -22,9 +22,10 @@ from typing import Any, Literal
 from keproxy.editors.base import EditContext
 from keproxy.errors import ConfigError
 from keproxy.memory.edits import RetrievedEdit
-from keproxy.postedit.base import PostEditResult
+from keproxy.postedit.base import PostEditor, PostEditResult
 from keproxy.postedit.llm import parse_output
 from keproxy.postedit.prompts import fill_t_edit
+from keproxy.postedit.registry import PostEditorResources
 
 __all__ = ["LocalPostEditor", "Quantization"]
 
@@ -181,3 +182,15 @@ class LocalPostEditor:
         prompt = fill_t_edit(edit.edit, query, response)
         output = await asyncio.to_thread(self.generate, prompt)
         return parse_output(output, response)
+
+
+def factory(resources: PostEditorResources) -> PostEditor:
+    """The ``local`` post-editor (``keproxy.postedit.registry``), from ``post_editor_options``."""
+    options = resources.options
+    return LocalPostEditor(
+        options.base_model_path,
+        options.adapter_path,
+        quantization=options.quantization,
+        device=options.device,
+        max_new_tokens=options.max_new_tokens,
+    )

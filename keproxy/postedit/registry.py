@@ -1,90 +1,68 @@
-"""Named post-editors.
+"""Named post-editors: the ``post-editor`` registry.
 
 Built-in: ``span`` (rules, :mod:`keproxy.postedit.span`), ``llm`` (a chat model with T^edit,
-:mod:`keproxy.postedit.llm`) and ``local`` (a causal LM + LoRA adapter, :mod:`keproxy.postedit.local`).
-Third parties add post-editors through the entry-point group ``keproxy.post_editors``: each entry point names
-a callable ``factory(resources: PostEditorResources) -> PostEditor``. Construction is cheap for all built-ins
-(models load on first use).
+:mod:`keproxy.postedit.llm`) and ``local`` (a causal LM + LoRA adapter, :mod:`keproxy.postedit.local`); each
+module has a ``factory(resources: PostEditorResources) -> PostEditor``, registered by one line in
+:data:`POST_EDITORS`. Third parties add post-editors through the entry-point group ``keproxy.post_editors``
+(see ``keproxy.plugins``). Construction is cheap for all built-ins (models load on first use).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
-from typing import Any
 
 from keproxy.errors import InvalidRequestError
+from keproxy.plugins import Registry, UnknownPluginError
 from keproxy.postedit.base import PostEditor
+from keproxy.settings import PostEditorOptions, PostEditSettings
 
-__all__ = ["ENTRY_POINT_GROUP", "PostEditorFactory", "PostEditorRegistry", "PostEditorResources"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "POST_EDITORS",
+    "PostEditorFactory",
+    "PostEditorRegistry",
+    "PostEditorResources",
+]
 
 ENTRY_POINT_GROUP = "keproxy.post_editors"
 
 
 @dataclass(frozen=True)
 class PostEditorResources:
-    """What post-editor factories get. settings: the app's ``keproxy.settings.Settings`` (its
-    ``post_editor_options``), or None: every option at its default."""
+    """What post-editor factories get. settings: the app's post-edit settings (its ``post_editor_options``),
+    or None: every option at its default."""
 
-    settings: Any = None
+    settings: PostEditSettings | None = None
+
+    @property
+    def options(self) -> PostEditorOptions:
+        """The model post-editors' options (defaults without settings)."""
+        return self.settings.post_editor_options if self.settings is not None else PostEditorOptions()
 
 
 PostEditorFactory = Callable[[PostEditorResources], PostEditor]
 
-
-def _options(resources: PostEditorResources) -> Any:
-    settings = resources.settings
-    if settings is None:
-        from keproxy.settings import PostEditorOptions
-
-        return PostEditorOptions()
-    return settings.post_editor_options
-
-
-def _span(resources: PostEditorResources) -> PostEditor:
-    from keproxy.postedit.span import SpanPostEditor
-
-    return SpanPostEditor()
-
-
-def _llm(resources: PostEditorResources) -> PostEditor:
-    from keproxy.postedit.llm import LLMPostEditor
-
-    options = _options(resources)
-    kwargs = {"api_base": options.llm_api_base} if options.llm_api_base else {}
-    return LLMPostEditor(
-        options.llm_model,
-        mock_response=options.llm_mock_response,
-        temperature=options.temperature,
-        max_tokens=options.max_new_tokens,
-        completion_kwargs=kwargs,
-    )
-
-
-def _local(resources: PostEditorResources) -> PostEditor:
-    from keproxy.postedit.local import LocalPostEditor
-
-    options = _options(resources)
-    return LocalPostEditor(
-        options.base_model_path,
-        options.adapter_path,
-        quantization=options.quantization,
-        device=options.device,
-        max_new_tokens=options.max_new_tokens,
-    )
+#: Post-editor name -> factory. A new built-in post-editor: its module with a ``factory``, and one line here.
+POST_EDITORS: Registry[PostEditorFactory] = Registry(
+    "post-editor",
+    ENTRY_POINT_GROUP,
+    {
+        "span": "keproxy.postedit.span:factory",
+        "llm": "keproxy.postedit.llm:factory",
+        "local": "keproxy.postedit.local:factory",
+    },
+)
 
 
 class PostEditorRegistry:
-    """Post-editor name -> post-editor, built once per app from built-ins, entry points and ``extra``
+    """Post-editor name -> post-editor, built once per app from :data:`POST_EDITORS` and ``extra``
     (``extra`` wins over entry points, entry points never replace built-ins)."""
 
     def __init__(
         self, resources: PostEditorResources | None = None, extra: dict[str, PostEditorFactory] | None = None
     ) -> None:
-        factories: dict[str, PostEditorFactory] = {"span": _span, "llm": _llm, "local": _local}
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            factories.setdefault(ep.name, ep.load())
+        factories = POST_EDITORS.factories()
         factories.update(extra or {})
         res = resources or PostEditorResources()
         self._editors: dict[str, PostEditor] = {name: make(res) for name, make in factories.items()}
@@ -97,7 +75,5 @@ class PostEditorRegistry:
         try:
             return self._editors[name]
         except KeyError:
-            raise InvalidRequestError(
-                f"unknown post-editor {name!r}; available: {', '.join(self.names())}",
-                param="keproxy.post_editor",
-            ) from None
+            error = UnknownPluginError("post-editor", name, self.names())
+            raise InvalidRequestError(str(error), param="keproxy.post_editor") from None

@@ -31,8 +31,9 @@ import re
 
 from keproxy.editors.base import EditContext
 from keproxy.memory.edits import Edit, RetrievedEdit
-from keproxy.postedit.base import PostEditResult, edit_objects
+from keproxy.postedit.base import PostEditor, PostEditResult, edit_objects
 from keproxy.postedit.prompts import fact_phrase
+from keproxy.postedit.registry import PostEditorResources
 
 __all__ = ["SpanPostEditor", "fact_sentence", "mentions", "replace_mentions"]
 
@@ -126,3 +127,8 @@ class SpanPostEditor:
         if edit.kind != "triple":
             return PostEditResult.retained(rule="no-mention")
         return PostEditResult.edited(_append(response, fact_sentence(edit, new)), rule="append")
+
+
+def factory(resources: PostEditorResources) -> PostEditor:
+    """The ``span`` post-editor (``keproxy.postedit.registry``)."""
+    return SpanPostEditor()

@@ -16,8 +16,8 @@ Detectors implement :class:`~keproxy.editors.base.CorrectionDetector` and return
   they agree on, and keeps, per user turn, the most confident non-conflicting ones;
   :func:`default_detector` is template + cue, :func:`build_detector` any named combination.
 
-:data:`DETECTORS` maps names to factories that take shared :class:`DetectorResources` (embedder, NLI
-backend, judge options); :func:`get_detector` builds one by name.
+:data:`DETECTORS` (``registry``) maps names to factories that take shared :class:`DetectorResources`
+(embedder, NLI backend, judge options); :func:`get_detector` builds one by name.
 
 Each detector also has a pure per-utterance parser (:func:`parse_template`, :func:`parse_cues`, and the
 ``parse`` method) that returns :class:`ParsedCorrection` values, with no turn index and no context.
@@ -25,24 +25,21 @@ Detectors never raise on any text: utterances over a size cap are skipped (:data
 :data:`MAX_TEMPLATE_CHARS`) and every pattern is anchored or bounded, so matching stays polynomial.
 
 Modules: ``template_parser`` and ``cue_parser`` (pure per-utterance parsers), ``contradiction`` and
-``llm_judge`` (the model-backed detectors), ``detectors`` (the rule detectors, the composite and the name
-registry), ``parsed`` (the parsers' shared result type and size caps).
+``llm_judge`` (the model-backed detectors), ``detectors`` (the rule detectors and the composite), ``registry``
+(detector names, factories and shared resources), ``parsed`` (the parsers' shared result type and size caps).
 """
 
 from keproxy.editors.detection.contradiction import ContradictionDetector, SentenceEncoder, align_change
 from keproxy.editors.detection.cue_parser import parse_cues
 from keproxy.editors.detection.detectors import (
-    DETECTORS,
     CompositeDetector,
     CueDetector,
-    DetectorResources,
     TemplateDetector,
-    build_detector,
     default_detector,
-    get_detector,
 )
 from keproxy.editors.detection.llm_judge import JudgeVerdict, LLMJudgeDetector
 from keproxy.editors.detection.parsed import MAX_CUE_CHARS, MAX_TEMPLATE_CHARS, ParsedCorrection
+from keproxy.editors.detection.registry import DETECTORS, DetectorResources, build_detector, get_detector
 from keproxy.editors.detection.template_parser import parse_template
 
 __all__ = [

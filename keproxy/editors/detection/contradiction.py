@@ -30,15 +30,19 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from keproxy.editors.base import Correction, message_text
+from keproxy.editors.base import Correction, CorrectionDetector, message_text
 from keproxy.editors.detection.cue_parser import _strip_leads as strip_leads
 from keproxy.editors.detection.parsed import MAX_CONTEXT_CHARS, MAX_CUE_CHARS
 from keproxy.editors.sentences import split_clauses, split_sentences
+from keproxy.nli import LazyNLIBackend
 from keproxy.nli.base import NLIBackend
+
+if TYPE_CHECKING:
+    from keproxy.editors.detection.registry import DetectorResources
 
 __all__ = ["ContradictionDetector", "SentenceEncoder", "align_change"]
 
@@ -528,3 +532,16 @@ def _overlaps(a: Correction, b: Correction) -> bool:
             if x in y or y in x:
                 return True
     return False
+
+
+def factory(resources: DetectorResources) -> CorrectionDetector:
+    """The ``contradiction`` detector (``keproxy.editors.detection.registry``): the shared encoder (default:
+    the packaged MiniLM) and NLI backend (default: ``resources.nli_name``, loaded on first use)."""
+    encoder = resources.encoder
+    if encoder is None:
+        from keproxy.memory.embeddings import Embedder
+
+        encoder = Embedder.from_name_or_path()
+    return ContradictionDetector(
+        encoder, resources.nli or LazyNLIBackend(resources.nli_name, param="nli"), **resources.contradiction
+    )

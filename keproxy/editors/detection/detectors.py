@@ -1,29 +1,28 @@
-"""The detectors: template, cue, and their composite; a registry of detector names and their factories."""
+"""The rule detectors, template and cue, and the composite that combines detectors."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from keproxy.editors.base import Correction, CorrectionDetector, message_text
-from keproxy.editors.detection.contradiction import ContradictionDetector, SentenceEncoder
 from keproxy.editors.detection.cue_parser import ground_old, parse_cues
 from keproxy.editors.detection.parsed import MAX_CONTEXT_CHARS, ParsedCorrection
 from keproxy.editors.detection.template_parser import parse_template
-from keproxy.nli import LazyNLIBackend
-from keproxy.nli.base import NLIBackend
+
+if TYPE_CHECKING:
+    from keproxy.editors.detection.registry import DetectorResources
 
 __all__ = [
-    "DETECTORS",
     "CompositeDetector",
     "CueDetector",
-    "DetectorResources",
     "TemplateDetector",
-    "build_detector",
+    "composite_factory",
+    "cue_factory",
     "default_detector",
-    "get_detector",
+    "template_factory",
 ]
 
 logger = logging.getLogger(__name__)
@@ -222,9 +221,7 @@ class CompositeDetector:
             try:
                 found = detector.detect(messages)
             except Exception:
-                logger.exception(
-                    "correction detector %r failed; skipped", detector.name
-                )
+                logger.exception("correction detector %r failed; skipped", detector.name)
                 continue
             for correction in found:
                 by_turn.setdefault(correction.turn_index, []).append((rank, correction))
@@ -240,98 +237,16 @@ def default_detector() -> CompositeDetector:
     return CompositeDetector([TemplateDetector(), CueDetector()])
 
 
-@dataclass(frozen=True)
-class DetectorResources:
-    """Shared objects a detector factory may use; what is None is made by the factory when needed.
-
-    encoder: sentence embeddings for retrieval (an :class:`~keproxy.memory.embeddings.Embedder`); default:
-        the packaged all-MiniLM-L6-v2, loaded on first use.
-    nli: the NLI backend; default: ``keproxy.nli.get_nli_backend(nli_name)``, loaded on first use.
-    nli_name: the backend name used when ``nli`` is None.
-    contradiction: keyword arguments for :class:`~keproxy.editors.detection.contradiction.ContradictionDetector`
-        (``threshold``, ``min_similarity``, ``top_k``, ...): the threshold suits one NLI model only.
-    judge: keyword arguments for :class:`~keproxy.editors.detection.llm_judge.LLMJudgeDetector`
-        (``model``, ``mock_response``, ``timeout_s``, ...).
-    learned: fields of :class:`~keproxy.corrections.understand.UnderstandingOptions` for the "learned"
-        detector (thresholds, candidates, ``patterns``).
-    """
-
-    encoder: SentenceEncoder | None = None
-    nli: NLIBackend | None = None
-    nli_name: str = "local"
-    contradiction: Mapping[str, Any] = field(default_factory=dict)
-    judge: Mapping[str, Any] = field(default_factory=dict)
-    learned: Mapping[str, Any] = field(default_factory=dict)
+def template_factory(resources: DetectorResources) -> CorrectionDetector:
+    """The ``template`` detector (``keproxy.editors.detection.registry``)."""
+    return TemplateDetector()
 
 
-def _contradiction(resources: DetectorResources) -> CorrectionDetector:
-    encoder = resources.encoder
-    if encoder is None:
-        from keproxy.memory.embeddings import Embedder
-
-        encoder = Embedder.from_name_or_path()
-    return ContradictionDetector(
-        encoder, resources.nli or LazyNLIBackend(resources.nli_name, param="nli"), **resources.contradiction
-    )
+def cue_factory(resources: DetectorResources) -> CorrectionDetector:
+    """The ``cue`` detector (``keproxy.editors.detection.registry``)."""
+    return CueDetector()
 
 
-def _learned(resources: DetectorResources) -> CorrectionDetector:
-    from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
-    from keproxy.editors.locate import SpanLocator
-    from keproxy.memory.embeddings import Embedder
-
-    encoder = resources.encoder
-    locator = SpanLocator(encoder) if isinstance(encoder, Embedder) else None
-    return CorrectionUnderstanding(options=UnderstandingOptions(**resources.learned), locator=locator)
-
-
-def _llm_judge(resources: DetectorResources) -> CorrectionDetector:
-    from keproxy.editors.detection.llm_judge import LLMJudgeDetector
-
-    return LLMJudgeDetector(**resources.judge)
-
-
-#: Detector name -> factory taking the shared resources. "composite" is :func:`default_detector`
-#: (template + cue); "contradiction" and "llm-judge" load nothing until they first detect.
-DETECTORS: dict[str, Callable[[DetectorResources], CorrectionDetector]] = {
-    "template": lambda _: TemplateDetector(),
-    "cue": lambda _: CueDetector(),
-    "composite": lambda _: default_detector(),
-    "contradiction": _contradiction,
-    "llm-judge": _llm_judge,
-    "learned": _learned,
-}
-
-
-def get_detector(name: str, resources: DetectorResources | None = None) -> CorrectionDetector:
-    """A new detector called ``name``, built with ``resources`` (default: all made on demand).
-
-    Raises KeyError naming the detectors that exist.
-    """
-    try:
-        factory = DETECTORS[name]
-    except (KeyError, TypeError):
-        raise KeyError(
-            f"unknown correction detector {name!r}; available: {', '.join(sorted(DETECTORS))}"
-        ) from None
-    return factory(resources or DetectorResources())
-
-
-def build_detector(
-    names: Sequence[str],
-    resources: DetectorResources | None = None,
-    *,
-    weights: Mapping[str, float] | None = None,
-    min_confidence: float = 0.0,
-    fallback: Collection[str] | None = None,
-) -> CompositeDetector:
-    """``CompositeDetector`` of the detectors ``names`` (in that order) sharing ``resources``; the other
-    arguments as for :class:`CompositeDetector`. Raises KeyError on an unknown name (see
-    :func:`get_detector`)."""
-    shared = resources or DetectorResources()
-    return CompositeDetector(
-        [get_detector(name, shared) for name in names],
-        weights=weights,
-        min_confidence=min_confidence,
-        fallback=fallback,
-    )
+def composite_factory(resources: DetectorResources) -> CorrectionDetector:
+    """The ``composite`` detector: :func:`default_detector` (template + cue)."""
+    return default_detector()

@@ -18,14 +18,17 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
-from keproxy.editors.base import Correction, message_text
+from keproxy.editors.base import Correction, CorrectionDetector, message_text
 from keproxy.editors.detection.cue_parser import ground_old
 from keproxy.upstream.json_answer import answer_text, import_litellm, parse_json_answer
 from keproxy.upstream.json_answer import completion_kwargs as litellm_kwargs
+
+if TYPE_CHECKING:
+    from keproxy.editors.detection.registry import DetectorResources
 
 __all__ = [
     "DEFAULT_JUDGE_MODEL",
@@ -247,3 +250,8 @@ class LLMJudgeDetector:
                 self._store(key, pairs)
             out.extend(self._corrections(index, pairs))
         return out
+
+
+def factory(resources: DetectorResources) -> CorrectionDetector:
+    """The ``llm-judge`` detector (``keproxy.editors.detection.registry``), with ``resources.judge``."""
+    return LLMJudgeDetector(**resources.judge)

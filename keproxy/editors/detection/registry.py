@@ -1,0 +1,93 @@
+"""The ``correction detector`` registry: names, their factories, and the resources factories share.
+
+Each detector module has a factory ``(resources: DetectorResources) -> CorrectionDetector``, registered by one
+line in :data:`DETECTORS`; third parties add detectors through the entry-point group
+``keproxy.correction_detectors`` (see ``keproxy.plugins``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from keproxy.editors.base import CorrectionDetector
+from keproxy.editors.detection.contradiction import SentenceEncoder
+from keproxy.editors.detection.detectors import CompositeDetector
+from keproxy.nli.base import NLIBackend
+from keproxy.plugins import Registry, UnknownPluginError
+
+__all__ = ["DETECTORS", "DetectorFactory", "DetectorResources", "build_detector", "get_detector"]
+
+
+@dataclass(frozen=True)
+class DetectorResources:
+    """Shared objects a detector factory may use; what is None is made by the factory when needed.
+
+    encoder: sentence embeddings for retrieval (an :class:`~keproxy.memory.embeddings.Embedder`); default:
+        the packaged all-MiniLM-L6-v2, loaded on first use.
+    nli: the NLI backend; default: ``keproxy.nli.get_nli_backend(nli_name)``, loaded on first use.
+    nli_name: the backend name used when ``nli`` is None.
+    contradiction: keyword arguments for :class:`~keproxy.editors.detection.contradiction.ContradictionDetector`
+        (``threshold``, ``min_similarity``, ``top_k``, ...): the threshold suits one NLI model only.
+    judge: keyword arguments for :class:`~keproxy.editors.detection.llm_judge.LLMJudgeDetector`
+        (``model``, ``mock_response``, ``timeout_s``, ...).
+    learned: fields of :class:`~keproxy.corrections.understand.UnderstandingOptions` for the "learned"
+        detector (thresholds, candidates, ``patterns``).
+    """
+
+    encoder: SentenceEncoder | None = None
+    nli: NLIBackend | None = None
+    nli_name: str = "local"
+    contradiction: Mapping[str, Any] = field(default_factory=dict)
+    judge: Mapping[str, Any] = field(default_factory=dict)
+    learned: Mapping[str, Any] = field(default_factory=dict)
+
+
+DetectorFactory = Callable[[DetectorResources], CorrectionDetector]
+
+#: Detector name -> factory. "composite" is ``default_detector`` (template + cue); "contradiction",
+#: "llm-judge" and "learned" load nothing until they first detect. A new detector: its module with a factory,
+#: and one line here.
+DETECTORS: Registry[DetectorFactory] = Registry(
+    "correction detector",
+    "keproxy.correction_detectors",
+    {
+        "template": "keproxy.editors.detection.detectors:template_factory",
+        "cue": "keproxy.editors.detection.detectors:cue_factory",
+        "composite": "keproxy.editors.detection.detectors:composite_factory",
+        "contradiction": "keproxy.editors.detection.contradiction:factory",
+        "llm-judge": "keproxy.editors.detection.llm_judge:factory",
+        "learned": "keproxy.corrections.understand:factory",
+    },
+)
+
+
+def get_detector(name: str, resources: DetectorResources | None = None) -> CorrectionDetector:
+    """A new detector called ``name``, built with ``resources`` (default: all made on demand).
+
+    Raises KeyError naming the detectors that exist.
+    """
+    if not isinstance(name, str):
+        raise UnknownPluginError(DETECTORS.kind, name, DETECTORS.names())
+    return DETECTORS.factory(name)(resources or DetectorResources())
+
+
+def build_detector(
+    names: Sequence[str],
+    resources: DetectorResources | None = None,
+    *,
+    weights: Mapping[str, float] | None = None,
+    min_confidence: float = 0.0,
+    fallback: Collection[str] | None = None,
+) -> CompositeDetector:
+    """``CompositeDetector`` of the detectors ``names`` (in that order) sharing ``resources``; the other
+    arguments as for :class:`CompositeDetector`. Raises KeyError on an unknown name (see
+    :func:`get_detector`)."""
+    shared = resources or DetectorResources()
+    return CompositeDetector(
+        [get_detector(name, shared) for name in names],
+        weights=weights,
+        min_confidence=min_confidence,
+        fallback=fallback,
+    )
