@@ -29,7 +29,8 @@ Modules: ``template_parser`` and ``cue_parser`` (pure per-utterance parsers), ``
 (detector names, factories and shared resources), ``parsed`` (the parsers' shared result type and size caps).
 """
 
-from keproxy.editors.detection.contradiction import ContradictionDetector, SentenceEncoder, align_change
+from keproxy.editors.detection.alignment import align_change
+from keproxy.editors.detection.contradiction import ContradictionDetector, SentenceEncoder
 from keproxy.editors.detection.cue_parser import parse_cues
 from keproxy.editors.detection.detectors import (
     CompositeDetector,
