@@ -45,7 +45,7 @@ async def test_health_and_models(stub_client: httpx.AsyncClient) -> None:
 
 
 async def test_openapi_documents_chat_completions(stub_client: httpx.AsyncClient) -> None:
-    """POST /v1/chat/completions is served ahead of FastAPI's router (keproxy.proxy.chat_endpoint) and still
+    """POST /v1/chat/completions is served ahead of FastAPI's router (keproxy.proxy.chat) and still
     described in the schema, with its request body; GET on it is not a route."""
     schema = (await stub_client.get("/openapi.json")).json()
     operation = schema["paths"]["/v1/chat/completions"]["post"]

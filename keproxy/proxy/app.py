@@ -33,10 +33,11 @@ from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.nli import NLIBackend, NLIConfigError, get_nli_backend
 from keproxy.pipeline import ChatService
 from keproxy.proxy.auth import Authenticator
-from keproxy.proxy.chat_endpoint import PATH, ChatCompletionsEndpoint, chat_completions_schema
+from keproxy.proxy.chat import PATH, ChatCompletionsEndpoint, chat_completions_schema
 from keproxy.proxy.demo import demo_router
-from keproxy.proxy.edits_api import edits_router
-from keproxy.proxy.router import router
+from keproxy.proxy.edits import edits_router
+from keproxy.proxy.models import models_router
+from keproxy.proxy.transcripts import transcripts_router
 from keproxy.settings import ModelRoute, Settings
 from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
 from keproxy.upstream import UpstreamRouter
@@ -98,7 +99,7 @@ def _stores(settings: Settings) -> tuple[TranscriptStore, EditStore]:
 
 class KeproxyAPI(FastAPI):
     """FastAPI, except that ``POST /v1/chat/completions`` goes straight to ``ChatCompletionsEndpoint``, ahead of
-    FastAPI's middleware stack and router (the hot path: see :mod:`keproxy.proxy.chat_endpoint`).
+    FastAPI's middleware stack and router (the hot path: see :mod:`keproxy.proxy.chat`).
 
     max_body_bytes: the largest request body. Chat completions check it as they read; the other routes answer
     413 with OpenAI's error body from the ``content-length`` header, and FastAPI's own limit (a plain-text
@@ -210,7 +211,8 @@ def create_app(settings: Settings) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )  # fmt: skip
     app.state.auth = Authenticator(settings.api_keys)  # keys, tenants and rate limits (keproxy.proxy.auth)
-    app.include_router(router)
+    app.include_router(models_router)
+    app.include_router(transcripts_router)
     app.include_router(edits_router)
     app.include_router(demo_router)  # the demo chat app at /demo (static page)
 

@@ -31,12 +31,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from fastapi import Request
 from pydantic import SecretStr
 
 from keproxy.errors import AuthenticationError, RateLimitError
 from keproxy.settings import ApiKey
 
-__all__ = ["ANONYMOUS", "Authenticator", "Principal", "RateLimiter", "hash_key", "new_key"]
+__all__ = ["ANONYMOUS", "Authenticator", "Principal", "RateLimiter", "hash_key", "new_key", "require_api_key"]
 
 #: Prefix of the keys ``new_key`` makes (keproxy proxy key).
 KEY_PREFIX = "sk-kp-"
@@ -164,3 +165,13 @@ class Authenticator:
                     retry_after_s=seconds,
                 )
         return found.principal
+
+
+async def require_api_key(request: Request) -> Principal:  # async: no threadpool hop per request
+    """The request's principal from ``Authorization: Bearer <key>`` (tenant "default", admin, when no
+    ``api_keys`` are configured), also put on ``request.state.principal``. Raises AuthenticationError (401)
+    or RateLimitError (429); see :mod:`keproxy.proxy.auth`."""
+    auth: Authenticator = request.app.state.auth
+    principal = auth.authenticate(request.headers.get("authorization"))
+    request.state.principal = principal
+    return principal

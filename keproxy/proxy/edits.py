@@ -32,9 +32,8 @@ from keproxy.errors import PermissionDeniedError
 from keproxy.memory.edits import Edit, EditKind, EditScopeKind, EditSource
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import validate_edit
-from keproxy.proxy.auth import Principal
+from keproxy.proxy.auth import Principal, require_api_key
 from keproxy.proxy.json_route import JSONRoute
-from keproxy.proxy.router import require_api_key
 
 __all__ = ["EditCreateRequest", "EditRollbackRequest", "EditUpdateRequest", "edits_router"]
 

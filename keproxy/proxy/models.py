@@ -1,0 +1,29 @@
+"""``GET /v1/models`` (the public model aliases) and ``GET /health`` (liveness)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+from keproxy.pipeline import ChatService
+from keproxy.proxy.auth import require_api_key
+from keproxy.proxy.json_route import JSONRoute
+from keproxy.proxy.protocol import ModelCard, ModelList
+
+__all__ = ["models_router"]
+
+models_router = APIRouter(route_class=JSONRoute)
+
+
+@models_router.get("/health", tags=["keproxy"])
+async def health() -> dict[str, str]:
+    """Liveness: 200 ``{"status": "ok"}`` while the process serves requests."""
+    return {"status": "ok"}
+
+
+@models_router.get(
+    "/v1/models", response_model=ModelList, dependencies=[Depends(require_api_key)], tags=["openai"]
+)
+async def list_models(request: Request) -> ModelList:
+    """The public model aliases."""
+    service: ChatService = request.app.state.service
+    return ModelList(data=[ModelCard(id=alias) for alias in service.router.aliases()])
