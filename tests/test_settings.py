@@ -82,3 +82,25 @@ def test_missing_api_key_env_fails_at_startup(monkeypatch: pytest.MonkeyPatch) -
     settings = load_settings(models=[{"alias": "a", "model": "openai/x", "api_key_env": "KP_MISSING_KEY"}])
     with pytest.raises(ConfigError, match="KP_MISSING_KEY"):
         UpstreamRouter(settings.models)
+
+
+def test_every_setting_belongs_to_exactly_one_section() -> None:
+    from keproxy.settings import Settings
+    from keproxy.settings_reference import SECTIONS
+
+    owners: dict[str, list[str]] = {}
+    for section in SECTIONS:
+        for name in section.__annotations__:
+            if name in section.model_fields:
+                owners.setdefault(name, []).append(section.__name__)
+    assert set(owners) == set(Settings.model_fields)
+    assert all(len(sections) == 1 for sections in owners.values()), owners
+
+
+def test_the_settings_reference_in_docs_is_current() -> None:
+    from keproxy.settings_reference import settings_reference
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
+    assert path.read_text() == settings_reference(), (
+        "regenerate: python -m keproxy.settings_reference > docs/settings.md"
+    )
