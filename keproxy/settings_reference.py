@@ -51,7 +51,9 @@ NESTED: tuple[tuple[str, type[BaseModel]], ...] = (
 def _type(info: FieldInfo) -> str:
     if "Discriminator" in str(info.annotation):  # api_keys: an ApiKey object or a plain key string
         return "list[ApiKey \\| str]"
-    text = str(info.annotation).replace("typing.", "").replace("pathlib.", "").replace("keproxy.settings.", "")
+    text = (
+        str(info.annotation).replace("typing.", "").replace("pathlib.", "").replace("keproxy.settings.", "")
+    )
     return text.replace("<class '", "").replace("'>", "").replace("|", "\\|")
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from keproxy.corrections.base import Correction, CorrectionDetector
 from keproxy.datasets import shared_data_dir
 from keproxy.editors import detection
-from keproxy.editors.base import Correction, CorrectionDetector
 from keproxy.editors.detection import (
     DETECTORS,
     MAX_CUE_CHARS,

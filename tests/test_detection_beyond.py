@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import typer
 
+from keproxy.corrections.base import Correction, CorrectionDetector
 from keproxy.datasets import shared_data_dir
-from keproxy.editors.base import Correction, CorrectionDetector
 from keproxy.editors.detection import (
     DETECTORS,
     CompositeDetector,

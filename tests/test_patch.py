@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
+from keproxy.corrections.base import Correction
 from keproxy.datasets import shared_data_dir
-from keproxy.editors.base import Correction, EditContext, HistoryEditor, TextEdit, message_text
+from keproxy.editors.base import EditContext, HistoryEditor, TextEdit
 from keproxy.editors.locate import SpanLocator
 from keproxy.editors.otc import OTCEditor
 from keproxy.editors.patch import PatchEditor, find_occurrences
 from keproxy.editors.templates import fill_template
 from keproxy.memory.embeddings import Embedder
+from keproxy.messages import message_text
 
 DEV_SET = (shared_data_dir() or Path("/nonexistent")) / "keic-authored" / "dev.jsonl"
 CTX = EditContext(alias="test", request_id="req-1")

@@ -24,7 +24,9 @@ from tests.conftest import client_for
 
 PLUGIN = '''\
 """An example keproxy plugin: a strategy, a detector and a post-editor."""
-from keproxy.editors.base import Correction, HistoryEditResult, TextEdit, copy_messages, message_text
+from keproxy.corrections.base import Correction
+from keproxy.editors.base import HistoryEditResult, TextEdit
+from keproxy.messages import copy_messages, message_text
 from keproxy.postedit.base import PostEditResult
 
 

@@ -19,7 +19,8 @@ import orjson
 import pytest
 
 import keproxy.postedit as postedit
-from keproxy.editors.base import Correction, EditContext
+from keproxy.corrections.base import Correction
+from keproxy.editors.base import EditContext
 from keproxy.errors import ConfigError, InvalidRequestError
 from keproxy.memory.edits import Edit, EditScope, RetrievedEdit
 from keproxy.memory.embeddings import Embedder

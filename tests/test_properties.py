@@ -24,7 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from keproxy.editors.base import Correction, EditContext
+from keproxy.corrections.base import Correction
+from keproxy.editors.base import EditContext
 from keproxy.editors.detection import (
     MAX_CUE_CHARS,
     MAX_TEMPLATE_CHARS,

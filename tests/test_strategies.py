@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from keproxy.corrections.base import Correction, SpanEdit
 from keproxy.datasets import shared_data_dir
 from keproxy.editors import prompts
-from keproxy.editors.base import Correction, EditContext, HistoryEditor, Message, SpanEdit, message_text
+from keproxy.editors.base import EditContext, HistoryEditor
 from keproxy.editors.deletion import DeletionEditor, history_turns
 from keproxy.editors.deletion_backends import Fact, InconsistencyJudge, NLIJudge, Rewriter, RuleRewriter
 from keproxy.editors.deletion_llm import LLMBackend, parse_qa
@@ -31,6 +32,7 @@ from keproxy.editors.verification import VerificationEditor
 from keproxy.errors import ConfigError
 from keproxy.eval import keic
 from keproxy.eval.keic import Dialogue, KEICInstance, build_dialogue, load_keic
+from keproxy.messages import Message, message_text
 from keproxy.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.model import MODELS_DIR, Tagged, Tagger
 from keproxy.corrections.rewrite import choose_correction, replacement, shape
 from keproxy.corrections.tagging import (
@@ -37,9 +38,9 @@ from keproxy.corrections.tagging import (
     value_words,
     widen_to_words,
 )
-from keproxy.editors.base import Correction, CorrectionDetector, SpanEdit, message_text
 from keproxy.editors.detection.template_parser import parse_template
 from keproxy.editors.locate import SpanLocator
+from keproxy.messages import message_text
 
 if TYPE_CHECKING:
     from keproxy.editors.detection.registry import DetectorResources

@@ -4,14 +4,8 @@ Detectors find corrections in user turns (KEIC App. B.2 templates, cue words); h
 to the conversation before it goes upstream (KEIC §3: ``otc``, ``patch``).
 """
 
-from keproxy.editors.base import (
-    Correction,
-    CorrectionDetector,
-    EditContext,
-    HistoryEditor,
-    HistoryEditResult,
-    TextEdit,
-)
+from keproxy.corrections.base import Correction, CorrectionDetector
+from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult, TextEdit
 from keproxy.editors.detection import CompositeDetector, CueDetector, TemplateDetector, default_detector
 from keproxy.editors.locate import LocatedSpan, SpanLocator
 from keproxy.editors.otc import OTCEditor

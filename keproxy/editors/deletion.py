@@ -23,16 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from keproxy.editors.base import (
-    Correction,
-    EditContext,
-    HistoryEditor,
-    HistoryEditResult,
-    Message,
-    TextEdit,
-    copy_messages,
-    message_text,
-)
+from keproxy.corrections.base import Correction
+from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult, TextEdit
 from keproxy.editors.deletion_backends import (
     Fact,
     InconsistencyJudge,
@@ -49,6 +41,7 @@ from keproxy.editors.locate import SpanLocator
 from keproxy.editors.patch import apply_span_edits, find_occurrences, replace_occurrences
 from keproxy.editors.registry import EditorResources
 from keproxy.errors import ConfigError
+from keproxy.messages import Message, copy_messages, message_text
 from keproxy.nli.base import NLIBackend
 
 __all__ = ["MAX_EDITS_PER_TURN", "TOKEN_BUDGET", "DeletionEditor", "DeletionRun", "history_turns"]

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from keproxy.editors.base import EditContext, Message
+from keproxy.editors.base import EditContext
 from keproxy.editors.deletion_backends import (
     Fact,
     Part,
@@ -32,6 +32,7 @@ from keproxy.editors.prompts import (
     STORY_MODIFY_PROMPT,
 )
 from keproxy.editors.reiterate import reply_text, require_upstream
+from keproxy.messages import Message
 
 __all__ = ["LLMBackend", "parse_qa"]
 

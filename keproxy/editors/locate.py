@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from keproxy.editors.base import message_text
 from keproxy.editors.sentences import Span, candidate_spans, split_sentences
 from keproxy.memory.embeddings import Embedder
+from keproxy.messages import message_text
 
 __all__ = [
     "EMBEDDING_DEFAULTS",

@@ -9,15 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from keproxy.editors.base import (
-    Correction,
-    EditContext,
-    HistoryEditor,
-    HistoryEditResult,
-    Message,
-    copy_messages,
-)
+from keproxy.corrections.base import Correction
+from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult
 from keproxy.editors.registry import EditorResources
+from keproxy.messages import Message, copy_messages
 
 __all__ = ["OTCEditor"]
 

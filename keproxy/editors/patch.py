@@ -14,19 +14,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from keproxy.editors.base import (
-    Correction,
-    EditContext,
-    HistoryEditor,
-    HistoryEditResult,
-    Message,
-    SpanEdit,
-    TextEdit,
-    copy_messages,
-)
+from keproxy.corrections.base import Correction, SpanEdit
+from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult, TextEdit
 from keproxy.editors.locate import SpanLocator
 from keproxy.editors.registry import EditorResources
 from keproxy.memory.embeddings import Embedder
+from keproxy.messages import Message, copy_messages
 
 __all__ = ["PatchEditor", "apply_span_edits", "find_occurrences", "replace_occurrences"]
 

@@ -15,17 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from keproxy.editors.base import (
-    Correction,
-    EditContext,
-    HistoryEditor,
-    HistoryEditResult,
-    Message,
-    copy_messages,
-)
+from keproxy.corrections.base import Correction
+from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult
 from keproxy.editors.prompts import REITERATE_PROMPT
 from keproxy.editors.registry import EditorResources
 from keproxy.errors import ConfigError
+from keproxy.messages import Message, copy_messages
 
 __all__ = ["ReiterateEditor", "reply_text", "require_upstream"]
 

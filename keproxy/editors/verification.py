@@ -14,17 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from keproxy.editors.base import (
-    Correction,
-    EditContext,
-    HistoryEditor,
-    HistoryEditResult,
-    Message,
-    copy_messages,
-)
+from keproxy.corrections.base import Correction
+from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult
 from keproxy.editors.prompts import ANSWER_EXTRACTION_PROMPT, VERIFICATION_PROMPT
 from keproxy.editors.registry import EditorResources
 from keproxy.editors.reiterate import reply_text, require_upstream
+from keproxy.messages import Message, copy_messages
 
 __all__ = ["VerificationEditor"]
 

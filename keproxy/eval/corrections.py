@@ -27,8 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from keproxy.editors.base import Correction, CorrectionDetector, Message
+from keproxy.corrections.base import Correction, CorrectionDetector
 from keproxy.editors.locate import token_f1, word_tokens
+from keproxy.messages import Message
 
 __all__ = [
     "NEGATIVE_STYLES",

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from keproxy.editors.base import message_text
 from keproxy.eval.keic import Dialogue
 from keproxy.eval.metrics import RunResult, _mentions, context_updated
+from keproxy.messages import message_text
 from keproxy.nli.base import LABELS, NLIBackend
 
 __all__ = [

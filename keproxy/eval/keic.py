@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from keproxy.editors.base import Message
 from keproxy.editors.prompts import CORRECTION_ACK, STORY_ACK, STORY_PROMPT  # u1, b1, b7 of Fig. 3a
 from keproxy.editors.templates import TEMPLATES, fill_template
+from keproxy.messages import Message
 
 __all__ = [
     "ANSWERS",

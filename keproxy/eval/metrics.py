@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from keproxy.editors.base import message_text
 from keproxy.eval.keic import ANSWERS, Dialogue, KEICInstance
+from keproxy.messages import message_text
 
 __all__ = [
     "Outcome",

@@ -20,8 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from keproxy.editors.base import Correction, EditContext, message_text
+from keproxy.corrections.base import Correction
+from keproxy.editors.base import EditContext
 from keproxy.memory.edits import Edit, EditRetriever, EditScope, RetrievedEdit
+from keproxy.messages import message_text
 from keproxy.postedit.base import PostEditor
 
 __all__ = [

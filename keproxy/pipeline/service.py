@@ -26,7 +26,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from keproxy.editors.base import CorrectionDetector, EditContext, HistoryEditResult
+from keproxy.corrections.base import CorrectionDetector
+from keproxy.editors.base import EditContext, HistoryEditResult
 from keproxy.editors.registry import EditorRegistry
 from keproxy.errors import ConfigError, InvalidRequestError, KeproxyError, error_body
 from keproxy.memory.edits import EditScope

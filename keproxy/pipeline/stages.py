@@ -16,7 +16,8 @@ import asyncio
 import time
 from typing import Any, Protocol
 
-from keproxy.editors.base import CorrectionDetector, HistoryEditResult
+from keproxy.corrections.base import CorrectionDetector
+from keproxy.editors.base import HistoryEditResult
 from keproxy.memory.edits import EditRetriever
 from keproxy.pipeline.memory import (
     EditMemoryWriter,

@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from keproxy.editors.base import Correction, EditContext, HistoryEditor, HistoryEditResult, Message
+from keproxy.corrections.base import Correction
+from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult
 from keproxy.memory.edits import EditScope, RetrievedEdit
+from keproxy.messages import Message
 from keproxy.postedit.base import PostEditor
 from keproxy.transcripts import Transcript
 from keproxy.upstream import Upstream

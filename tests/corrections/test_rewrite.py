@@ -7,9 +7,10 @@ import random
 
 import pytest
 
+from keproxy.corrections.base import Correction, SpanEdit
 from keproxy.corrections.rewrite import choose_correction, replacement
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
-from keproxy.editors.base import Correction, EditContext, SpanEdit
+from keproxy.editors.base import EditContext
 from keproxy.editors.patch import PatchEditor
 
 CHAT = {

@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from keproxy.editors.base import Correction, CorrectionDetector, message_text
+from keproxy.corrections.base import Correction, CorrectionDetector
 from keproxy.editors.detection.alignment import align_change, tokens
 from keproxy.editors.detection.cue_parser import _strip_leads as strip_leads
 from keproxy.editors.detection.parsed import MAX_CONTEXT_CHARS, MAX_CUE_CHARS
 from keproxy.editors.sentences import split_clauses, split_sentences
+from keproxy.messages import message_text
 from keproxy.nli import LazyNLIBackend
 from keproxy.nli.base import NLIBackend
 

@@ -7,10 +7,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from keproxy.editors.base import Correction, CorrectionDetector, message_text
+from keproxy.corrections.base import Correction, CorrectionDetector
 from keproxy.editors.detection.cue_parser import ground_old, parse_cues
 from keproxy.editors.detection.parsed import MAX_CONTEXT_CHARS, ParsedCorrection
 from keproxy.editors.detection.template_parser import parse_template
+from keproxy.messages import message_text
 
 if TYPE_CHECKING:
     from keproxy.editors.detection.registry import DetectorResources

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
-from keproxy.editors.base import Correction, CorrectionDetector, message_text
+from keproxy.corrections.base import Correction, CorrectionDetector
 from keproxy.editors.detection.cue_parser import ground_old
+from keproxy.messages import message_text
 from keproxy.upstream.json_answer import answer_text, import_litellm, parse_json_answer
 from keproxy.upstream.json_answer import completion_kwargs as litellm_kwargs
 

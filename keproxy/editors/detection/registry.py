@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from keproxy.editors.base import CorrectionDetector
+from keproxy.corrections.base import CorrectionDetector
 from keproxy.editors.detection.contradiction import SentenceEncoder
 from keproxy.editors.detection.detectors import CompositeDetector
 from keproxy.nli.base import NLIBackend
