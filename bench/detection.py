@@ -1,7 +1,7 @@
 """Correction-detection throughput: conversations per second and latency per conversation, per detector set.
 
 Not a test. Replays the correction-detection dev set (``corrections/dev.jsonl`` from the shared data, or the
-packaged sample) through :func:`keproxy.editors.detection.build_detector` for each detector set, on 1 thread,
+packaged sample) through :func:`keproxy.corrections.detect.build_detector` for each detector set, on 1 thread,
 and prints a markdown table: conversations, total seconds, conversations/s, p50 / p95 / max latency (ms). The
 model-backed detectors load their models before the clock starts (a warm-up pass over 5 conversations).
 
@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
+from keproxy.corrections.detect import build_detector
 from keproxy.datasets import dataset_path
-from keproxy.editors.detection import build_detector
 from keproxy.eval.corrections import item_messages, load_corrections
 
 

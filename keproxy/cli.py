@@ -172,7 +172,7 @@ def replay_keic_cmd(
     api_key: Annotated[str, typer.Option(envvar="KEPROXY_API_KEY", help="Proxy API key.")] = "keproxy",
 ) -> None:
     """Replay KEIC dialogues (Fig. 3a) through the proxy; print CUR and update / no-update per strategy."""
-    from keproxy.editors.templates import parse_template_range
+    from keproxy.corrections.templates import parse_template_range
     from keproxy.eval.replay import replay_keic
     from keproxy.eval.report import print_summary
 

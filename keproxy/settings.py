@@ -334,7 +334,7 @@ class DetectionSettings(BaseModel):
     judge_model: str | None = Field(
         default=None,
         description="litellm model string of the 'llm-judge' correction detector (default: "
-        "keproxy.editors.detection.llm_judge.DEFAULT_JUDGE_MODEL); its key comes from the provider's usual "
+        "keproxy.corrections.detect.llm_judge.DEFAULT_JUDGE_MODEL); its key comes from the provider's usual "
         "environment variable.",
     )
 

@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
+from keproxy.corrections import detect as detection
 from keproxy.corrections.base import Correction, CorrectionDetector
-from keproxy.datasets import shared_data_dir
-from keproxy.editors import detection
-from keproxy.editors.detection import (
+from keproxy.corrections.detect import (
     DETECTORS,
     MAX_CUE_CHARS,
     CompositeDetector,
@@ -28,7 +27,8 @@ from keproxy.editors.detection import (
     parse_cues,
     parse_template,
 )
-from keproxy.editors.templates import TEMPLATES, fill_template
+from keproxy.corrections.templates import TEMPLATES, fill_template
+from keproxy.datasets import shared_data_dir
 
 DEV_SET = (shared_data_dir() or Path("/nonexistent")) / "corrections" / "dev.jsonl"
 

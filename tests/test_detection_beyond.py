@@ -17,8 +17,7 @@ import pytest
 import typer
 
 from keproxy.corrections.base import Correction, CorrectionDetector
-from keproxy.datasets import shared_data_dir
-from keproxy.editors.detection import (
+from keproxy.corrections.detect import (
     DETECTORS,
     CompositeDetector,
     ContradictionDetector,
@@ -31,7 +30,8 @@ from keproxy.editors.detection import (
     build_detector,
     get_detector,
 )
-from keproxy.editors.templates import fill_template
+from keproxy.corrections.templates import fill_template
+from keproxy.datasets import shared_data_dir
 from keproxy.eval.corrections import (
     BinaryCounts,
     CorrectionItem,

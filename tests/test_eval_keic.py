@@ -19,8 +19,8 @@ import pytest
 from rich.console import Console
 
 import keproxy.eval as keval
+from keproxy.corrections.templates import TEMPLATES, fill_template
 from keproxy.datasets import dataset_path, sample_path, shared_data_dir
-from keproxy.editors.templates import TEMPLATES, fill_template
 from keproxy.eval.keic import (
     CORRECTION_ACK,
     STORY_ACK,

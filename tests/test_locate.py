@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from keproxy.editors.locate import (
+from keproxy.corrections.locate import (
     EMBEDDING_DEFAULTS,
     LocatedSpan,
     SpanLocator,
@@ -16,7 +16,7 @@ from keproxy.editors.locate import (
     token_f1,
     word_tokens,
 )
-from keproxy.editors.sentences import candidate_spans, split_clauses, split_sentences
+from keproxy.corrections.sentences import candidate_spans, split_clauses, split_sentences
 from keproxy.memory.embeddings import Embedder, packaged_model_path
 
 # A story written for these tests.

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from keproxy.corrections.base import Correction
+from keproxy.corrections.locate import SpanLocator
+from keproxy.corrections.rewrite import find_occurrences
+from keproxy.corrections.templates import fill_template
 from keproxy.datasets import shared_data_dir
 from keproxy.editors.base import EditContext, HistoryEditor, TextEdit
-from keproxy.editors.locate import SpanLocator
 from keproxy.editors.otc import OTCEditor
-from keproxy.editors.patch import PatchEditor, find_occurrences
-from keproxy.editors.templates import fill_template
+from keproxy.editors.patch import PatchEditor
 from keproxy.memory.embeddings import Embedder
 from keproxy.messages import message_text
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from keproxy.editors.detection.registry import DETECTORS, get_detector
+from keproxy.corrections.detect.registry import DETECTORS, get_detector
 from keproxy.editors.registry import HISTORY_EDITORS, EditorRegistry
 from keproxy.errors import InvalidRequestError
 from keproxy.memory.edits import Edit

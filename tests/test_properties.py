@@ -25,16 +25,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from keproxy.corrections.base import Correction
-from keproxy.editors.base import EditContext
-from keproxy.editors.detection import (
+from keproxy.corrections.detect import (
     MAX_CUE_CHARS,
     MAX_TEMPLATE_CHARS,
     CueDetector,
     TemplateDetector,
     build_detector,
 )
-from keproxy.editors.patch import PatchEditor, find_occurrences, replace_occurrences
-from keproxy.editors.templates import TEMPLATES
+from keproxy.corrections.rewrite import find_occurrences, replace_occurrences
+from keproxy.corrections.templates import TEMPLATES
+from keproxy.editors.base import EditContext
+from keproxy.editors.patch import PatchEditor
 from keproxy.proxy.protocol import ChatCompletionRequest
 from keproxy.settings import Settings, load_settings
 from tests.conftest import client_for

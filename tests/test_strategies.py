@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from keproxy.corrections.base import Correction, SpanEdit
+from keproxy.corrections.detect import default_detector
 from keproxy.datasets import shared_data_dir
 from keproxy.editors import prompts
 from keproxy.editors.base import EditContext, HistoryEditor
 from keproxy.editors.deletion import DeletionEditor, history_turns
 from keproxy.editors.deletion_backends import Fact, InconsistencyJudge, NLIJudge, Rewriter, RuleRewriter
 from keproxy.editors.deletion_llm import LLMBackend, parse_qa
-from keproxy.editors.detection import default_detector
 from keproxy.editors.otc import OTCEditor
 from keproxy.editors.registry import EditorRegistry, EditorResources
 from keproxy.editors.reiterate import ReiterateEditor
@@ -556,7 +556,7 @@ GOLD_STALE = {
 async def test_real_nli_deletion_updates_history_mentions_old_instances(real_nli: Any, template: int) -> None:
     """CUR with stale Q/A pairs (hand labels) on the 20 history_mentions_old dev instances, CBA, variant 0,
     with the editor the app builds (the MiniLM span locator for the new-only template)."""
-    from keproxy.editors.locate import SpanLocator
+    from keproxy.corrections.locate import SpanLocator
     from keproxy.memory.embeddings import Embedder
 
     instances = [i for i in load_keic(DEV_SET) if i.history_mentions_old]

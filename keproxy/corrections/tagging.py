@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from keproxy.editors.sentences import split_sentences
+from keproxy.corrections.sentences import split_sentences
 
 __all__ = [
     "CONTEXT_CHARS",

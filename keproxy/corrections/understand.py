@@ -1,7 +1,7 @@
 """Correction understanding end to end: detect -> extract -> locate -> rewrite, with the learned taggers.
 
 :class:`CorrectionUnderstanding` reads a chat and returns its corrections, each with the exact stale spans it
-makes false and their replacements (:class:`~keproxy.editors.base.SpanEdit`), so the ``patch`` strategy changes
+makes false and their replacements (:class:`~keproxy.corrections.base.SpanEdit`), so the ``patch`` strategy changes
 those characters and nothing else:
 
 1. **detect + extract**: the turn tagger reads every user turn (after the first) with its recent history and
@@ -14,7 +14,7 @@ those characters and nothing else:
    (:func:`keproxy.corrections.rewrite.replacement`). A new value that restates a whole clause (five words or
    more, as KEIC templates 10-15 do) must then stand in the sentence word for word; when the word-level edit
    does not achieve that (a reworded fact), the clause it replaces is found by
-   :class:`~keproxy.editors.locate.SpanLocator` among the sentences the stale tagger flagged, and replaced whole.
+   :class:`~keproxy.corrections.locate.SpanLocator` among the sentences the stale tagger flagged, and replaced whole.
 
 Never raises on odd input (a message without text is skipped). Thread-safe; blocking (runs models).
 """
@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
+from keproxy.corrections.detect.template_parser import parse_template
+from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagged, Tagger
 from keproxy.corrections.rewrite import choose_correction, replacement, shape
 from keproxy.corrections.tagging import (
@@ -38,12 +40,10 @@ from keproxy.corrections.tagging import (
     value_words,
     widen_to_words,
 )
-from keproxy.editors.detection.template_parser import parse_template
-from keproxy.editors.locate import SpanLocator
 from keproxy.messages import message_text
 
 if TYPE_CHECKING:
-    from keproxy.editors.detection.registry import DetectorResources
+    from keproxy.corrections.detect.registry import DetectorResources
 
 __all__ = ["CorrectionUnderstanding", "UnderstandingOptions"]
 
@@ -397,7 +397,7 @@ class CorrectionUnderstanding:
 
 
 def factory(resources: DetectorResources) -> CorrectionDetector:
-    """The ``learned`` detector (``keproxy.editors.detection.registry``): options from ``resources.learned``;
+    """The ``learned`` detector (``keproxy.corrections.detect.registry``): options from ``resources.learned``;
     new-only corrections located with the shared embedder when it is a real one."""
     from keproxy.memory.embeddings import Embedder
 

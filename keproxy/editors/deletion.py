@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from keproxy.corrections.base import Correction
+from keproxy.corrections.locate import SpanLocator
+from keproxy.corrections.rewrite import find_occurrences, replace_occurrences
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult, TextEdit
 from keproxy.editors.deletion_backends import (
     Fact,
@@ -37,8 +39,7 @@ from keproxy.editors.deletion_backends import (
     sentence_bounds,
 )
 from keproxy.editors.deletion_llm import LLMBackend
-from keproxy.editors.locate import SpanLocator
-from keproxy.editors.patch import apply_span_edits, find_occurrences, replace_occurrences
+from keproxy.editors.patch import apply_span_edits
 from keproxy.editors.registry import EditorResources
 from keproxy.errors import ConfigError
 from keproxy.messages import Message, copy_messages, message_text
@@ -158,7 +159,7 @@ class DeletionEditor:
     Per correction, in turn order:
 
     1. Seed (the correction's own DELETE): the span it names (``old``), or for a new-only correction the span
-       :class:`~keproxy.editors.locate.SpanLocator` finds in h, is replaced by ``new`` in every turn of h, as
+       :class:`~keproxy.corrections.locate.SpanLocator` finds in h, is replaced by ``new`` in every turn of h, as
        ``patch`` does; each changed turn counts one edit. The queue starts with each sentence that now holds
        the new text (``replaced``: the sentence before), or, when no span was found, with ``new`` itself
        marked ``place`` (the rule rewriter then puts it where the judge finds the contradiction).

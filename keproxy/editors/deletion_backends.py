@@ -25,9 +25,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from keproxy.corrections.locate import SpanLocator, word_tokens
+from keproxy.corrections.sentences import split_sentences
 from keproxy.editors.base import EditContext
-from keproxy.editors.locate import SpanLocator, word_tokens
-from keproxy.editors.sentences import split_sentences
 from keproxy.nli.base import LABELS, NLIBackend
 
 __all__ = [
@@ -78,7 +78,7 @@ _NEGATIONS = frozenset(
 
 @functools.lru_cache(maxsize=512)
 def sentence_bounds(text: str) -> tuple[tuple[int, int], ...]:
-    """:func:`~keproxy.editors.sentences.split_sentences` of ``text``, cached (pysbd takes tens of ms on a
+    """:func:`~keproxy.corrections.sentences.split_sentences` of ``text``, cached (pysbd takes tens of ms on a
     story, and every pass of Algorithm 1 and every request re-reads the same story)."""
     return tuple(split_sentences(text))
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from keproxy.corrections.base import Correction, CorrectionDetector
-from keproxy.editors.locate import token_f1, word_tokens
+from keproxy.corrections.locate import token_f1, word_tokens
 from keproxy.messages import Message
 
 __all__ = [

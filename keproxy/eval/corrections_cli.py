@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from keproxy.editors.detection import DetectorResources, build_detector
+from keproxy.corrections.detect import DetectorResources, build_detector
 from keproxy.eval.corrections import (
     CorrectionsReport,
     ItemPrediction,

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from keproxy.corrections.templates import TEMPLATES, fill_template
 from keproxy.editors.prompts import CORRECTION_ACK, STORY_ACK, STORY_PROMPT  # u1, b1, b7 of Fig. 3a
-from keproxy.editors.templates import TEMPLATES, fill_template
 from keproxy.messages import Message
 
 __all__ = [

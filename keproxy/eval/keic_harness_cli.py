@@ -89,8 +89,8 @@ def eval_keic_command(
     resumes."""
     from pydantic import ValidationError
 
+    from keproxy.corrections.templates import parse_template_range
     from keproxy.datasets import dataset_path
-    from keproxy.editors.templates import parse_template_range
     from keproxy.eval.harness import HarnessConfig, HarnessError, run_harness
 
     err = Console(stderr=True)

@@ -108,8 +108,8 @@ def premise_windows(premise: str, hypothesis: str) -> list[str]:
     CounterFact training queries, all stating k_new: [x, y_e] entails k_new for 3 of 40 as a whole, for 30
     of 40 with windows). Deciding per sentence and taking any entailment is
     SummaC-ZS's aggregation (Laban et al., 2022) for document-level NLI with a sentence-level model."""
+    from keproxy.corrections.sentences import split_sentences
     from keproxy.editors.deletion_backends import content_words
-    from keproxy.editors.sentences import split_sentences
 
     spans = split_sentences(premise)
     if len(spans) < 2:

@@ -24,7 +24,7 @@ import httpx
 import openai
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from keproxy.editors.templates import parse_template_range
+from keproxy.corrections.templates import parse_template_range
 from keproxy.eval.keic import Dialogue, build_dialogue, load_keic
 from keproxy.eval.metrics import ReplayResult, context_updated, extract_answer, score_answer, summarize
 from keproxy.eval.urls import proxy_root

@@ -24,7 +24,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from keproxy import __version__
-from keproxy.editors.detection import CompositeDetector, DetectorResources, build_detector
+from keproxy.corrections.detect import CompositeDetector, DetectorResources, build_detector
 from keproxy.editors.registry import EditorRegistry, EditorResources, strategy_names
 from keproxy.errors import ConfigError, KeproxyError, RequestTooLargeError, error_body, validation_error
 from keproxy.memory.embeddings import Embedder

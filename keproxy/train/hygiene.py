@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from keproxy.corrections.corpus import load_corpus
+from keproxy.corrections.templates import TEMPLATES
 from keproxy.datasets import shared_data_dir
-from keproxy.editors.templates import TEMPLATES
 
 __all__ = ["LeakIndex", "Overlap", "evaluation_sets", "fold", "overlaps", "training_sets"]
 

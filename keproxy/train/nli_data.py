@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from keproxy.corrections.corpus import apply_stale_spans, family, load_corpus, split_of
-from keproxy.editors.sentences import split_sentences
+from keproxy.corrections.sentences import split_sentences
 from keproxy.nli.base import LABELS, Label
 from keproxy.train.nli_edits import contradiction_edit, entailment_edits, text_names, truncated_contradiction
 

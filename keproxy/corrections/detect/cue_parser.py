@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from keproxy.editors.detection.cue_patterns import (
+from keproxy.corrections.detect.cue_patterns import (
     _ABBREVIATIONS,
     _CLAUSE_CUT,
     _CLEFT_TAIL,
@@ -43,7 +43,7 @@ from keproxy.editors.detection.cue_patterns import (
     _TRAILING_FILLER,
     _normalise,
 )
-from keproxy.editors.detection.parsed import MAX_CUE_CHARS, ParsedCorrection
+from keproxy.corrections.detect.parsed import MAX_CUE_CHARS, ParsedCorrection
 
 __all__ = ["ground_old", "parse_cues"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__: list[str] = []  # the parser's private tables: use keproxy.editors.detection.cue_parser
+__all__: list[str] = []  # the parser's private tables: use keproxy.corrections.detect.cue_parser
 
 
 def _wordset(words: str) -> frozenset[str]:

@@ -3,7 +3,7 @@
 A new-only correction ("Actually, [N]", KEIC App. B.2 templates 10-15) does not say which earlier text
 it replaces. The KEIC data (§4.1, App. E) builds [N] as an in-place substitute for one *support* span of
 the story: a clause, a sentence or a few sentences. :func:`candidate_spans` lists every such span of a
-text with its character offsets, and :mod:`keproxy.editors.locate` scores them against [N].
+text with its character offsets, and :mod:`keproxy.corrections.locate` scores them against [N].
 
 Sentences come from ``pysbd`` (rule-based, handles "Mrs. Patel", "p.m.", quotes); clauses are the pieces of
 a sentence between ``, ; :`` (when followed by a space, so "$86,000" and "5:30" stay whole) and dashes.

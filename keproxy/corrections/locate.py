@@ -4,7 +4,7 @@ A new-only correction ("Actually, [N]", KEIC App. B.2 templates 10-15) gives the
 old span [O]. In KEIC (§4.1, App. E) [N] is written to replace one support span of the story *in place*, so
 it tends to be close to [O] in meaning (same topic and entities), in words (the unchanged parts), in
 length, and in where it sits in its sentence. :class:`SpanLocator` scores every candidate span of every
-earlier turn (:func:`keproxy.editors.sentences.candidate_spans`) on those four signals and returns the best.
+earlier turn (:func:`keproxy.corrections.sentences.candidate_spans`) on those four signals and returns the best.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from keproxy.editors.sentences import Span, candidate_spans, split_sentences
+from keproxy.corrections.sentences import Span, candidate_spans, split_sentences
 from keproxy.memory.embeddings import Embedder
 from keproxy.messages import message_text
 
@@ -83,7 +83,7 @@ LEXICAL_DEFAULTS: tuple[float, float, float, float, float] = (0.0, 0.45, 0.10, 0
 class SpanLocator:
     """Scores candidate spans of earlier turns against the new text of a correction.
 
-    For a candidate span s (:func:`~keproxy.editors.sentences.candidate_spans`: runs of 1-3 sentences and
+    For a candidate span s (:func:`~keproxy.corrections.sentences.candidate_spans`: runs of 1-3 sentences and
     runs of clauses) and the new text n::
 
         score(s) = w_emb * max(0, cos(e(s), e(n))) + w_lex * F1(s, n) + w_len * L(s, n) + w_bnd * B(s, n)

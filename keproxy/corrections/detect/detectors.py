@@ -8,13 +8,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from keproxy.corrections.base import Correction, CorrectionDetector
-from keproxy.editors.detection.cue_parser import ground_old, parse_cues
-from keproxy.editors.detection.parsed import MAX_CONTEXT_CHARS, ParsedCorrection
-from keproxy.editors.detection.template_parser import parse_template
+from keproxy.corrections.detect.cue_parser import ground_old, parse_cues
+from keproxy.corrections.detect.parsed import MAX_CONTEXT_CHARS, ParsedCorrection
+from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.messages import message_text
 
 if TYPE_CHECKING:
-    from keproxy.editors.detection.registry import DetectorResources
+    from keproxy.corrections.detect.registry import DetectorResources
 
 __all__ = [
     "CompositeDetector",
@@ -239,12 +239,12 @@ def default_detector() -> CompositeDetector:
 
 
 def template_factory(resources: DetectorResources) -> CorrectionDetector:
-    """The ``template`` detector (``keproxy.editors.detection.registry``)."""
+    """The ``template`` detector (``keproxy.corrections.detect.registry``)."""
     return TemplateDetector()
 
 
 def cue_factory(resources: DetectorResources) -> CorrectionDetector:
-    """The ``cue`` detector (``keproxy.editors.detection.registry``)."""
+    """The ``cue`` detector (``keproxy.corrections.detect.registry``)."""
     return CueDetector()
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from keproxy.editors.detection.parsed import MAX_TEMPLATE_CHARS, ParsedCorrection
-from keproxy.editors.templates import TEMPLATES
+from keproxy.corrections.detect.parsed import MAX_TEMPLATE_CHARS, ParsedCorrection
+from keproxy.corrections.templates import TEMPLATES
 
 __all__ = ["parse_template"]
 

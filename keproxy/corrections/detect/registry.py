@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from keproxy.corrections.base import CorrectionDetector
-from keproxy.editors.detection.contradiction import SentenceEncoder
-from keproxy.editors.detection.detectors import CompositeDetector
+from keproxy.corrections.detect.contradiction import SentenceEncoder
+from keproxy.corrections.detect.detectors import CompositeDetector
 from keproxy.nli.base import NLIBackend
 from keproxy.plugins import Registry, UnknownPluginError
 
@@ -28,9 +28,9 @@ class DetectorResources:
         the packaged all-MiniLM-L6-v2, loaded on first use.
     nli: the NLI backend; default: ``keproxy.nli.get_nli_backend(nli_name)``, loaded on first use.
     nli_name: the backend name used when ``nli`` is None.
-    contradiction: keyword arguments for :class:`~keproxy.editors.detection.contradiction.ContradictionDetector`
+    contradiction: keyword arguments for :class:`~keproxy.corrections.detect.contradiction.ContradictionDetector`
         (``threshold``, ``min_similarity``, ``top_k``, ...): the threshold suits one NLI model only.
-    judge: keyword arguments for :class:`~keproxy.editors.detection.llm_judge.LLMJudgeDetector`
+    judge: keyword arguments for :class:`~keproxy.corrections.detect.llm_judge.LLMJudgeDetector`
         (``model``, ``mock_response``, ``timeout_s``, ...).
     learned: fields of :class:`~keproxy.corrections.understand.UnderstandingOptions` for the "learned"
         detector (thresholds, candidates, ``patterns``).
@@ -53,11 +53,11 @@ DETECTORS: Registry[DetectorFactory] = Registry(
     "correction detector",
     "keproxy.correction_detectors",
     {
-        "template": "keproxy.editors.detection.detectors:template_factory",
-        "cue": "keproxy.editors.detection.detectors:cue_factory",
-        "composite": "keproxy.editors.detection.detectors:composite_factory",
-        "contradiction": "keproxy.editors.detection.contradiction:factory",
-        "llm-judge": "keproxy.editors.detection.llm_judge:factory",
+        "template": "keproxy.corrections.detect.detectors:template_factory",
+        "cue": "keproxy.corrections.detect.detectors:cue_factory",
+        "composite": "keproxy.corrections.detect.detectors:composite_factory",
+        "contradiction": "keproxy.corrections.detect.contradiction:factory",
+        "llm-judge": "keproxy.corrections.detect.llm_judge:factory",
         "learned": "keproxy.corrections.understand:factory",
     },
 )

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from keproxy.corrections.base import Correction, CorrectionDetector
-from keproxy.editors.detection.cue_parser import ground_old
+from keproxy.corrections.detect.cue_parser import ground_old
 from keproxy.messages import message_text
 from keproxy.upstream.json_answer import answer_text, import_litellm, parse_json_answer
 from keproxy.upstream.json_answer import completion_kwargs as litellm_kwargs
 
 if TYPE_CHECKING:
-    from keproxy.editors.detection.registry import DetectorResources
+    from keproxy.corrections.detect.registry import DetectorResources
 
 __all__ = [
     "DEFAULT_JUDGE_MODEL",
@@ -254,5 +254,5 @@ class LLMJudgeDetector:
 
 
 def factory(resources: DetectorResources) -> CorrectionDetector:
-    """The ``llm-judge`` detector (``keproxy.editors.detection.registry``), with ``resources.judge``."""
+    """The ``llm-judge`` detector (``keproxy.corrections.detect.registry``), with ``resources.judge``."""
     return LLMJudgeDetector(**resources.judge)

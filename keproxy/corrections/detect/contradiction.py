@@ -5,7 +5,7 @@ states the new fact. KEIC's Deletion method (§3, Algorithm 1) tests INCONSISTEN
 detector runs the same test the other way round, as the classifier the KEIC Limitations call for ("a
 classifier detecting whether a user is updating knowledge"):
 
-1. every user turn with index >= 1 is split into sentences (:func:`~keproxy.editors.sentences.split_sentences`);
+1. every user turn with index >= 1 is split into sentences (:func:`~keproxy.corrections.sentences.split_sentences`);
    questions are dropped, and each remaining sentence gives itself and its clauses as *hypotheses*;
 2. every earlier user/assistant turn is split into sentences, the *premises*; for each hypothesis the
    ``top_k`` premises most similar by embedding (cosine, at least ``min_similarity``) are retrieved;
@@ -33,16 +33,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from keproxy.corrections.base import Correction, CorrectionDetector
-from keproxy.editors.detection.alignment import align_change, tokens
-from keproxy.editors.detection.cue_parser import _strip_leads as strip_leads
-from keproxy.editors.detection.parsed import MAX_CONTEXT_CHARS, MAX_CUE_CHARS
-from keproxy.editors.sentences import split_clauses, split_sentences
+from keproxy.corrections.detect.alignment import align_change, tokens
+from keproxy.corrections.detect.cue_parser import _strip_leads as strip_leads
+from keproxy.corrections.detect.parsed import MAX_CONTEXT_CHARS, MAX_CUE_CHARS
+from keproxy.corrections.sentences import split_clauses, split_sentences
 from keproxy.messages import message_text
 from keproxy.nli import LazyNLIBackend
 from keproxy.nli.base import NLIBackend
 
 if TYPE_CHECKING:
-    from keproxy.editors.detection.registry import DetectorResources
+    from keproxy.corrections.detect.registry import DetectorResources
 
 __all__ = ["ContradictionDetector", "SentenceEncoder"]
 
@@ -209,7 +209,7 @@ class ContradictionDetector:
     blocking = True  # runs a model: the proxy calls detect in a worker thread
 
     name = "contradiction"
-    #: In a :class:`~keproxy.editors.detection.detectors.CompositeDetector`, speak for a turn only when
+    #: In a :class:`~keproxy.corrections.detect.detectors.CompositeDetector`, speak for a turn only when
     #: the pattern detectors found nothing there (their spans come from the user's own words).
     fallback = True
 
@@ -339,7 +339,7 @@ def _overlaps(a: Correction, b: Correction) -> bool:
 
 
 def factory(resources: DetectorResources) -> CorrectionDetector:
-    """The ``contradiction`` detector (``keproxy.editors.detection.registry``): the shared encoder (default:
+    """The ``contradiction`` detector (``keproxy.corrections.detect.registry``): the shared encoder (default:
     the packaged MiniLM) and NLI backend (default: ``resources.nli_name``, loaded on first use)."""
     encoder = resources.encoder
     if encoder is None:

@@ -1,10 +1,10 @@
 """Correction detection: which user turns correct an earlier fact, and what changes (old -> new).
 
-Detectors implement :class:`~keproxy.editors.base.CorrectionDetector` and return
-:class:`~keproxy.editors.base.Correction` values (KEIC §2.3: the correction phase T_c):
+Detectors implement :class:`~keproxy.corrections.base.CorrectionDetector` and return
+:class:`~keproxy.corrections.base.Correction` values (KEIC §2.3: the correction phase T_c):
 
 - :class:`TemplateDetector` ("template") parses utterances filled from the 15 KEIC correction templates
-  (KEIC, App. B.2; :data:`keproxy.editors.templates.TEMPLATES`) with one anchored regex per template;
+  (KEIC, App. B.2; :data:`keproxy.corrections.templates.TEMPLATES`) with one anchored regex per template;
 - :class:`CueDetector` ("cue") finds free-form corrections from cue phrases, most of them built on the
   App. B.1 mining keywords ("sorry", "oops", "wrong", "mistake", "actual", "correct", "should be", "forgot
   about") plus contrastive frames ("Y, not X", "not X but Y", "I meant Y", "Make that Y");
@@ -29,19 +29,19 @@ Modules: ``template_parser`` and ``cue_parser`` (pure per-utterance parsers), ``
 (detector names, factories and shared resources), ``parsed`` (the parsers' shared result type and size caps).
 """
 
-from keproxy.editors.detection.alignment import align_change
-from keproxy.editors.detection.contradiction import ContradictionDetector, SentenceEncoder
-from keproxy.editors.detection.cue_parser import parse_cues
-from keproxy.editors.detection.detectors import (
+from keproxy.corrections.detect.alignment import align_change
+from keproxy.corrections.detect.contradiction import ContradictionDetector, SentenceEncoder
+from keproxy.corrections.detect.cue_parser import parse_cues
+from keproxy.corrections.detect.detectors import (
     CompositeDetector,
     CueDetector,
     TemplateDetector,
     default_detector,
 )
-from keproxy.editors.detection.llm_judge import JudgeVerdict, LLMJudgeDetector
-from keproxy.editors.detection.parsed import MAX_CUE_CHARS, MAX_TEMPLATE_CHARS, ParsedCorrection
-from keproxy.editors.detection.registry import DETECTORS, DetectorResources, build_detector, get_detector
-from keproxy.editors.detection.template_parser import parse_template
+from keproxy.corrections.detect.llm_judge import JudgeVerdict, LLMJudgeDetector
+from keproxy.corrections.detect.parsed import MAX_CUE_CHARS, MAX_TEMPLATE_CHARS, ParsedCorrection
+from keproxy.corrections.detect.registry import DETECTORS, DetectorResources, build_detector, get_detector
+from keproxy.corrections.detect.template_parser import parse_template
 
 __all__ = [
     "DETECTORS",
