@@ -55,8 +55,8 @@ from keproxy.corrections.detect import default_detector  # noqa: E402
 from keproxy.corrections.locate import SpanLocator  # noqa: E402
 from keproxy.corrections.sentences import split_sentences  # noqa: E402
 from keproxy.editors.base import EditContext  # noqa: E402
-from keproxy.editors.deletion import DeletionEditor  # noqa: E402
-from keproxy.editors.deletion_backends import estimate_tokens  # noqa: E402
+from keproxy.editors.history.deletion.backends import estimate_tokens  # noqa: E402
+from keproxy.editors.history.deletion.editor import DeletionEditor  # noqa: E402
 from keproxy.eval.keic import Dialogue, KEICInstance, build_dialogue, load_keic  # noqa: E402
 from keproxy.eval.metrics import context_updated  # noqa: E402
 from keproxy.messages import Message, message_text  # noqa: E402

@@ -22,7 +22,7 @@ import numpy as np
 
 from keproxy.corrections.understand import CorrectionUnderstanding
 from keproxy.editors.base import EditContext
-from keproxy.editors.patch import PatchEditor
+from keproxy.editors.history.patch import PatchEditor
 
 STORY = (
     "Mara Lindqvist had run the lighthouse café on Skarvö for eleven years when the storm came. "

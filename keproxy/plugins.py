@@ -4,7 +4,7 @@ A :class:`Registry` maps names to *factories* (callables that build the componen
 Built-ins and third parties register the same way, as ``"module:attribute"`` references loaded on first use
 (so ``keproxy --help`` imports no model code):
 
-- a built-in is one line in its registry's table (e.g. ``HISTORY_EDITORS`` in ``keproxy.editors.registry``);
+- a built-in is one line in its registry's table (e.g. ``HISTORY_EDITORS`` in ``keproxy.editors.history.registry``);
 - a third party declares an entry point in its own package, in the registry's group::
 
       [project.entry-points."keproxy.history_editors"]

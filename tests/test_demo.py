@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from keproxy.editors.registry import EditorRegistry
+from keproxy.editors.history.registry import EditorRegistry
 from keproxy.proxy.demo import ASSETS
 from keproxy.proxy.protocol import KeproxyOptions
 from keproxy.settings import load_settings

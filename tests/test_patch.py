@@ -15,8 +15,8 @@ from keproxy.corrections.rewrite import find_occurrences
 from keproxy.corrections.templates import fill_template
 from keproxy.datasets import shared_data_dir
 from keproxy.editors.base import EditContext, HistoryEditor, TextEdit
-from keproxy.editors.otc import OTCEditor
-from keproxy.editors.patch import PatchEditor
+from keproxy.editors.history.otc import OTCEditor
+from keproxy.editors.history.patch import PatchEditor
 from keproxy.memory.embeddings import Embedder
 from keproxy.messages import message_text
 

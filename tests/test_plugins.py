@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from keproxy.corrections.detect.registry import DETECTORS, get_detector
-from keproxy.editors.registry import HISTORY_EDITORS, EditorRegistry
+from keproxy.editors.history.registry import HISTORY_EDITORS, EditorRegistry
 from keproxy.errors import InvalidRequestError
 from keproxy.memory.edits import Edit
 from keproxy.plugins import Registry, UnknownPluginError
@@ -117,9 +117,9 @@ def test_entry_points_register_a_strategy_a_detector_and_a_post_editor(installed
 
 def test_built_ins_are_not_replaced_by_an_entry_point_of_the_same_name(tmp_path: Path) -> None:
     registry: Registry[object] = Registry(
-        "thing", "keproxy.no_such_group", {"otc": "keproxy.editors.otc:factory"}
+        "thing", "keproxy.no_such_group", {"otc": "keproxy.editors.history.otc:factory"}
     )
-    from keproxy.editors.otc import factory
+    from keproxy.editors.history.otc import factory
 
     assert registry.factory("otc") is factory
     with pytest.raises(UnknownPluginError, match=r"unknown thing 'nope'; available: otc"):

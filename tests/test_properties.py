@@ -35,7 +35,7 @@ from keproxy.corrections.detect import (
 from keproxy.corrections.rewrite import find_occurrences, replace_occurrences
 from keproxy.corrections.templates import TEMPLATES
 from keproxy.editors.base import EditContext
-from keproxy.editors.patch import PatchEditor
+from keproxy.editors.history.patch import PatchEditor
 from keproxy.proxy.protocol import ChatCompletionRequest
 from keproxy.settings import Settings, load_settings
 from tests.conftest import client_for

@@ -273,7 +273,7 @@ class ProbeEditor:
 
 
 async def test_editor_upstream_calls_are_recorded(stub_client: httpx.AsyncClient) -> None:
-    from keproxy.editors.registry import EditorRegistry
+    from keproxy.editors.history.registry import EditorRegistry
 
     service = stub_client.app.state.service  # type: ignore[attr-defined]
     service.editors = EditorRegistry(extra={"probe": lambda resources: ProbeEditor()})

@@ -20,15 +20,16 @@ import pytest
 from keproxy.corrections.base import Correction, SpanEdit
 from keproxy.corrections.detect import default_detector
 from keproxy.datasets import shared_data_dir
-from keproxy.editors import prompts
+from keproxy.editors.history import prompts
 from keproxy.editors.base import EditContext, HistoryEditor
-from keproxy.editors.deletion import DeletionEditor, history_turns
-from keproxy.editors.deletion_backends import Fact, InconsistencyJudge, NLIJudge, Rewriter, RuleRewriter
-from keproxy.editors.deletion_llm import LLMBackend, parse_qa
-from keproxy.editors.otc import OTCEditor
-from keproxy.editors.registry import EditorRegistry, EditorResources
-from keproxy.editors.reiterate import ReiterateEditor
-from keproxy.editors.verification import VerificationEditor
+from keproxy.editors.history.deletion.backends import Fact, InconsistencyJudge, Rewriter
+from keproxy.editors.history.deletion.editor import DeletionEditor, history_turns
+from keproxy.editors.history.deletion.llm import LLMBackend, parse_qa
+from keproxy.editors.history.deletion.nli import NLIJudge, RuleRewriter
+from keproxy.editors.history.otc import OTCEditor
+from keproxy.editors.history.registry import EditorRegistry, EditorResources
+from keproxy.editors.history.reiterate import ReiterateEditor
+from keproxy.editors.history.verification import VerificationEditor
 from keproxy.errors import ConfigError
 from keproxy.eval import keic
 from keproxy.eval.keic import Dialogue, KEICInstance, build_dialogue, load_keic
@@ -488,7 +489,7 @@ class TableNLI:
 
 
 async def test_nli_judge_directions_thresholds_and_the_stale_rule() -> None:
-    from keproxy.editors.deletion_backends import TokenBudget, TurnView
+    from keproxy.editors.history.deletion.backends import TokenBudget, TurnView
 
     turn = TurnView(0, (2, 3), ("user", "assistant"), ("Did he rest?", "Yes, twice."))
     qa = "Did he rest? Yes, twice."
@@ -511,7 +512,7 @@ async def test_nli_judge_directions_thresholds_and_the_stale_rule() -> None:
 
 
 def test_restates_replaced_word_rules() -> None:
-    from keproxy.editors.deletion_backends import restates_replaced
+    from keproxy.editors.history.deletion.backends import restates_replaced
 
     old, new = "Grandma stopped twice to rest on a flat stone.", "Grandma walked without stopping once."
     assert restates_replaced("How many times did she rest?", "Twice.", old, new)  # rule 1

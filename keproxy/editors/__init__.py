@@ -6,9 +6,9 @@ edit; the strategy registry names them.
 """
 
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult, TextEdit, UpstreamCaller
-from keproxy.editors.otc import OTCEditor
-from keproxy.editors.patch import PatchEditor
-from keproxy.editors.registry import HISTORY_EDITORS, EditorRegistry, EditorResources
+from keproxy.editors.history.otc import OTCEditor
+from keproxy.editors.history.patch import PatchEditor
+from keproxy.editors.history.registry import HISTORY_EDITORS, EditorRegistry, EditorResources
 
 __all__ = [
     "HISTORY_EDITORS",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from keproxy.corrections.templates import TEMPLATES, fill_template
-from keproxy.editors.prompts import CORRECTION_ACK, STORY_ACK, STORY_PROMPT  # u1, b1, b7 of Fig. 3a
+from keproxy.editors.history.prompts import CORRECTION_ACK, STORY_ACK, STORY_PROMPT  # u1, b1, b7 of Fig. 3a
 from keproxy.messages import Message
 
 __all__ = [

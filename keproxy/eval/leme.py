@@ -372,7 +372,7 @@ def _sentence_pairs(a: str, b: str | None = None) -> list[tuple[str, str]]:
     """Sentence pairs of one passage (``b`` None) or across two that share a content word (the topic gate of
     keproxy's Deletion editor): only those can contradict each other."""
     from keproxy.corrections.sentences import split_sentences
-    from keproxy.editors.deletion_backends import content_words
+    from keproxy.editors.history.deletion.backends import content_words
 
     first = [a[s:e] for s, e in split_sentences(a)]
     pairs = (

@@ -101,7 +101,7 @@ class CaseScores:
 def premise_windows(premise: str, hypothesis: str) -> list[str]:
     """The premises ent(premise, hypothesis) is decided on: the whole ``premise``, and, when it has more than
     one sentence, each sentence sharing a content word with ``hypothesis``
-    (:func:`keproxy.editors.deletion_backends.content_words`).
+    (:func:`keproxy.editors.history.deletion.backends.content_words`).
 
     keproxy's NLI models are trained on sentence pairs; a 64-token answer whose second sentence states k_new
     verbatim is mostly judged *neutral* as a whole (measured on 40 span-edited answers of SmolLM2 to
@@ -109,7 +109,7 @@ def premise_windows(premise: str, hypothesis: str) -> list[str]:
     of 40 with windows). Deciding per sentence and taking any entailment is
     SummaC-ZS's aggregation (Laban et al., 2022) for document-level NLI with a sentence-level model."""
     from keproxy.corrections.sentences import split_sentences
-    from keproxy.editors.deletion_backends import content_words
+    from keproxy.editors.history.deletion.backends import content_words
 
     spans = split_sentences(premise)
     if len(spans) < 2:

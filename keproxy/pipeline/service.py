@@ -28,7 +28,7 @@ from typing import Any
 
 from keproxy.corrections.base import CorrectionDetector
 from keproxy.editors.base import EditContext, HistoryEditResult
-from keproxy.editors.registry import EditorRegistry
+from keproxy.editors.history.registry import EditorRegistry
 from keproxy.errors import ConfigError, InvalidRequestError, KeproxyError, error_body
 from keproxy.memory.edits import EditScope
 from keproxy.pipeline.memory import EditMemoryWriter, completion_chunks, has_only_text, last_user_text

@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from keproxy import __version__
 from keproxy.corrections.detect import CompositeDetector, DetectorResources, build_detector
-from keproxy.editors.registry import EditorRegistry, EditorResources, strategy_names
+from keproxy.editors.history.registry import EditorRegistry, EditorResources, strategy_names
 from keproxy.errors import ConfigError, KeproxyError, RequestTooLargeError, error_body, validation_error
 from keproxy.memory.embeddings import Embedder
 from keproxy.memory.memory import EditMemory

@@ -11,7 +11,7 @@ from keproxy.corrections.base import Correction, SpanEdit
 from keproxy.corrections.rewrite import choose_correction, replacement
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
 from keproxy.editors.base import EditContext
-from keproxy.editors.patch import PatchEditor
+from keproxy.editors.history.patch import PatchEditor
 
 CHAT = {
     "id": "t-1", "domain": "scheduling", "style": "implicit", "is_correction": True,

@@ -14,7 +14,7 @@ from keproxy.corrections.model import Tagged
 from keproxy.corrections.tagging import snap_to_words
 from keproxy.corrections.understand import CorrectionUnderstanding, _named_spans, _one_fact_each
 from keproxy.editors.base import EditContext
-from keproxy.editors.patch import PatchEditor
+from keproxy.editors.history.patch import PatchEditor
 
 MEETING = "The meeting is on Tuesday at 3pm in Room 204. Please bring your laptop."
 

@@ -9,9 +9,9 @@ edited at most 3 times and the run stops once a token budget (16,385) is spent.
 The forwarded flow is the edited history with the correction turn kept: CBA ``T_f* T_o* T_c T_i``, CAM
 ``T_f* T_c T_o* T_i``, which is the paper's evaluation "(1) incorporating the modified history" (§4.5); the
 paper's online variant, which also leaves T_r and the Deletion chats in the conversation (Table 1, Fig. 8),
-is not reproduced. Backends: an NLI model with rule rewrites (:mod:`keproxy.editors.deletion_backends`; no
+is not reproduced. Backends: an NLI model with rule rewrites (:mod:`keproxy.editors.history.deletion.backends`; no
 upstream call; the default when an NLI backend is configured) or the upstream model with the App. F prompts
-(:mod:`keproxy.editors.deletion_llm`).
+(:mod:`keproxy.editors.history.deletion.llm`).
 """
 
 from __future__ import annotations
@@ -27,20 +27,19 @@ from keproxy.corrections.base import Correction
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.rewrite import find_occurrences, replace_occurrences
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult, TextEdit
-from keproxy.editors.deletion_backends import (
+from keproxy.editors.history.deletion.backends import (
     Fact,
     InconsistencyJudge,
-    NLIJudge,
     Rewrite,
     Rewriter,
-    RuleRewriter,
     TokenBudget,
     TurnView,
     sentence_bounds,
 )
-from keproxy.editors.deletion_llm import LLMBackend
-from keproxy.editors.patch import apply_span_edits
-from keproxy.editors.registry import EditorResources
+from keproxy.editors.history.deletion.llm import LLMBackend
+from keproxy.editors.history.deletion.nli import NLIJudge, RuleRewriter
+from keproxy.editors.history.patch import apply_span_edits
+from keproxy.editors.history.registry import EditorResources
 from keproxy.errors import ConfigError
 from keproxy.messages import Message, copy_messages, message_text
 from keproxy.nli.base import NLIBackend
@@ -140,7 +139,7 @@ def _sentences_around(text: str, inserted: str) -> list[str]:
 class DeletionRun:
     """What one :meth:`DeletionEditor.run` did: the result, the cost and why it stopped.
 
-    budget: tokens and upstream calls spent (see :class:`~keproxy.editors.deletion_backends.TokenBudget`).
+    budget: tokens and upstream calls spent (see :class:`~keproxy.editors.history.deletion.backends.TokenBudget`).
     edits_per_turn: message indices of a turn -> how many times DELETE (or the seed replacement) changed it.
     facts: every fact popped from the queue, in order. budget_exhausted: the run stopped on the token budget
     with facts still queued or turns not judged.
@@ -416,7 +415,7 @@ class _Seed:
 
 
 def factory(resources: EditorResources) -> HistoryEditor:
-    """The ``deletion`` strategy (``keproxy.editors.registry``): with the NLI backend when one is configured,
+    """The ``deletion`` strategy (``keproxy.editors.history.registry``): with the NLI backend when one is configured,
     else with the upstream model (KEIC App. F); threshold and token budget from the history settings."""
     settings = resources.settings
     return DeletionEditor(

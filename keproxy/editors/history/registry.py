@@ -54,11 +54,11 @@ HISTORY_EDITORS: Registry[EditorFactory] = Registry(
     "strategy",
     ENTRY_POINT_GROUP,
     {
-        "otc": "keproxy.editors.otc:factory",
-        "patch": "keproxy.editors.patch:factory",
-        "verification": "keproxy.editors.verification:factory",
-        "reiterate": "keproxy.editors.reiterate:factory",
-        "deletion": "keproxy.editors.deletion:factory",
+        "otc": "keproxy.editors.history.otc:factory",
+        "patch": "keproxy.editors.history.patch:factory",
+        "verification": "keproxy.editors.history.verification:factory",
+        "reiterate": "keproxy.editors.history.reiterate:factory",
+        "deletion": "keproxy.editors.history.deletion.editor:factory",
     },
 )
 

@@ -1,7 +1,7 @@
 """The ``reiterate`` history editor: the model restates the story with the correction (KEIC §3, Fig. 3c).
 
 Reiterate adds a phase T_r right after the correction phase T_c: the user asks "What's the new story with the
-correction? Output new story and nothing else." (:data:`~keproxy.editors.prompts.REITERATE_PROMPT`) and the
+correction? Output new story and nothing else." (:data:`~keproxy.editors.history.prompts.REITERATE_PROMPT`) and the
 model answers with the story retold. The exchange stays in the history, so the model reads the corrected fact
 again, in its own words, just before the rest of the conversation (KEIC §3, after Bartlett's "War of the
 Ghosts"). Conversation flows (Table 1): CAM ``T_f T_c T_r T_o T_i``, CBA ``T_f T_o T_c T_r T_i``; 2 upstream
@@ -17,8 +17,8 @@ from typing import Any
 
 from keproxy.corrections.base import Correction
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult
-from keproxy.editors.prompts import REITERATE_PROMPT
-from keproxy.editors.registry import EditorResources
+from keproxy.editors.history.prompts import REITERATE_PROMPT
+from keproxy.editors.history.registry import EditorResources
 from keproxy.errors import ConfigError
 from keproxy.messages import Message, copy_messages
 
@@ -92,5 +92,5 @@ class ReiterateEditor:
 
 
 def factory(resources: EditorResources) -> HistoryEditor:
-    """The ``reiterate`` strategy (``keproxy.editors.registry``)."""
+    """The ``reiterate`` strategy (``keproxy.editors.history.registry``)."""
     return ReiterateEditor()

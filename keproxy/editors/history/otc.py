@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from keproxy.corrections.base import Correction
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult
-from keproxy.editors.registry import EditorResources
+from keproxy.editors.history.registry import EditorResources
 from keproxy.messages import Message, copy_messages
 
 __all__ = ["OTCEditor"]
@@ -33,5 +33,5 @@ class OTCEditor:
 
 
 def factory(resources: EditorResources) -> HistoryEditor:
-    """The ``otc`` strategy (``keproxy.editors.registry``)."""
+    """The ``otc`` strategy (``keproxy.editors.history.registry``)."""
     return OTCEditor()

@@ -1,9 +1,9 @@
 """The ``verification`` history editor: re-question the model after it answers (KEIC §3, Fig. 3b).
 
 Verification adds a phase T_v after the test phase T_i: once the model has answered the test question (b_i),
-the user shows doubt, "Really? Let's think about the update." (:data:`~keproxy.editors.prompts.VERIFICATION_PROMPT`),
+the user shows doubt, "Really? Let's think about the update." (:data:`~keproxy.editors.history.prompts.VERIFICATION_PROMPT`),
 and after the model's second thought (b_v) the answer-extraction turn (§4.3) asks it to commit to Yes or No
-(:data:`~keproxy.editors.prompts.ANSWER_EXTRACTION_PROMPT`). Conversation flows (Table 1): CAM
+(:data:`~keproxy.editors.history.prompts.ANSWER_EXTRACTION_PROMPT`). Conversation flows (Table 1): CAM
 ``T_f T_c T_o T_i T_v``, CBA ``T_f T_o T_c T_i T_v``; 3 upstream calls per request in all, with AE.
 
 The answer-extraction turn asks for 'Yes' or 'No': like the paper, Verification is meant for Yes/No test
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 from keproxy.corrections.base import Correction
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult
-from keproxy.editors.prompts import ANSWER_EXTRACTION_PROMPT, VERIFICATION_PROMPT
-from keproxy.editors.registry import EditorResources
-from keproxy.editors.reiterate import reply_text, require_upstream
+from keproxy.editors.history.prompts import ANSWER_EXTRACTION_PROMPT, VERIFICATION_PROMPT
+from keproxy.editors.history.registry import EditorResources
+from keproxy.editors.history.reiterate import reply_text, require_upstream
 from keproxy.messages import Message, copy_messages
 
 __all__ = ["VerificationEditor"]
@@ -65,5 +65,5 @@ class VerificationEditor:
 
 
 def factory(resources: EditorResources) -> HistoryEditor:
-    """The ``verification`` strategy (``keproxy.editors.registry``)."""
+    """The ``verification`` strategy (``keproxy.editors.history.registry``)."""
     return VerificationEditor()

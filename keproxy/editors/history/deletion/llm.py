@@ -1,8 +1,8 @@
 """The LLM backend of KEIC's Deletion: INCONSISTENT and DELETE asked of the upstream model (App. F).
 
 The paper ran both modules of Algorithm 1 with GPT-3.5 and two extraction templates (App. F): F.1 for the
-story, F.2 for a Q/A pair (:mod:`keproxy.editors.prompts`). :class:`LLMBackend` implements both protocols of
-:mod:`keproxy.editors.deletion_backends` with them, through ``EditContext.upstream``.
+story, F.2 for a Q/A pair (:mod:`keproxy.editors.history.prompts`). :class:`LLMBackend` implements both protocols of
+:mod:`keproxy.editors.history.deletion.backends` with them, through ``EditContext.upstream``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from keproxy.editors.base import EditContext
-from keproxy.editors.deletion_backends import (
+from keproxy.editors.history.deletion.backends import (
     Fact,
     Part,
     Rewrite,
@@ -22,7 +22,7 @@ from keproxy.editors.deletion_backends import (
     estimate_tokens,
     is_short,
 )
-from keproxy.editors.prompts import (
+from keproxy.editors.history.prompts import (
     NO_MODIFICATION,
     QA_CHECK_PROMPT,
     QA_EXTRACT_PROMPT,
@@ -31,7 +31,7 @@ from keproxy.editors.prompts import (
     STORY_EXTRACT_PROMPT,
     STORY_MODIFY_PROMPT,
 )
-from keproxy.editors.reiterate import reply_text, require_upstream
+from keproxy.editors.history.reiterate import reply_text, require_upstream
 from keproxy.messages import Message
 
 __all__ = ["LLMBackend", "parse_qa"]
@@ -67,7 +67,7 @@ def parse_qa(text: str) -> tuple[str, str] | None:
 class LLMBackend:
     """INCONSISTENT and DELETE by the upstream model with the App. F templates (both protocols at once).
 
-    For a Q/A exchange, F.2: u1 (:data:`~keproxy.editors.prompts.QA_CHECK_PROMPT`, the pair as "question\\nanswer"
+    For a Q/A exchange, F.2: u1 (:data:`~keproxy.editors.history.prompts.QA_CHECK_PROMPT`, the pair as "question\\nanswer"
     and the fact as the correction) is asked in a fresh chat (purpose "deletion:inconsistent"); a reply that
     contains 'NO MODIFICATION' means consistent. DELETE continues that chat with u2 and u3 (purpose
     "deletion:delete", two calls) and parses the two-line pair; an unparseable reply removes the exchange.

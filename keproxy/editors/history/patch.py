@@ -16,7 +16,7 @@ from keproxy.corrections.base import Correction, SpanEdit
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.rewrite import replace_occurrences
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult, TextEdit
-from keproxy.editors.registry import EditorResources
+from keproxy.editors.history.registry import EditorResources
 from keproxy.memory.embeddings import Embedder
 from keproxy.messages import Message, copy_messages
 
@@ -137,5 +137,5 @@ class PatchEditor:
 
 
 def factory(resources: EditorResources) -> HistoryEditor:
-    """The ``patch`` strategy (``keproxy.editors.registry``): located with the app's embedder, if any."""
+    """The ``patch`` strategy (``keproxy.editors.history.registry``): located with the app's embedder, if any."""
     return PatchEditor(SpanLocator(resources.embedder))
