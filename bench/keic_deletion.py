@@ -2,7 +2,7 @@
 
 For every dev instance x support_new variant x correction template x arrangement (CAM, CBA), the KEIC dialogue
 (:func:`keproxy.eval.keic.build_dialogue`) goes through the default correction detector and
-:class:`keproxy.editors.deletion.DeletionEditor` with the NLI backend (``keproxy.nli.get_nli_backend``) and the
+:class:`keproxy.editors.history.deletion.DeletionEditor` with the NLI backend (``keproxy.nli.get_nli_backend``) and the
 MiniLM span locator, exactly as the proxy builds them. Measured on the forwarded messages:
 
 - ``cur``: the skeleton CUR (:func:`keproxy.eval.metrics.context_updated`: ``support_old`` nowhere but in the

@@ -38,7 +38,7 @@ GROUPS = [
      ["keproxy/upstream/http1.py", "HTTPUpstream", "aiohttp/", "yarl/", "multidict/"]),
     ("litellm", ["litellm/", "openai/", "httpx/", "httpcore/"]),
     ("edit memory, detectors, post-editor",
-     ["keproxy/memory/", "keproxy/editors/", "keproxy/postedit/", "torch/", "sentence_transformers/", "faiss/"]),
+     ["keproxy/memory/", "keproxy/editors/", "keproxy/editors/postedit/", "torch/", "sentence_transformers/", "faiss/"]),
     ("request body: read, json.loads, pydantic validation",
      ["request_body_to_args", "Request.json", "Request.body", "_validate_value_with_model_field", "json/decoder.py",
       "TypeAdapter", "ModelField.validate", "_parse (keproxy/proxy/chat", "_read_body (keproxy/proxy",

@@ -162,7 +162,7 @@ EditMode = Literal["off", "postedit", "prompt", "ike", "serac"]
 
 
 class PostEditorOptions(BaseModel):
-    """Options of the model post-editors (``llm``, ``local``; see ``keproxy.postedit``)."""
+    """Options of the model post-editors (``llm``, ``local``; see ``keproxy.editors.postedit``)."""
 
     model_config = ConfigDict(extra="forbid")
 

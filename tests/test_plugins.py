@@ -15,10 +15,10 @@ import pytest
 
 from keproxy.corrections.detect.registry import DETECTORS, get_detector
 from keproxy.editors.history.registry import HISTORY_EDITORS, EditorRegistry
+from keproxy.editors.postedit.registry import POST_EDITORS, PostEditorRegistry
 from keproxy.errors import InvalidRequestError
 from keproxy.memory.edits import Edit
 from keproxy.plugins import Registry, UnknownPluginError
-from keproxy.postedit.registry import POST_EDITORS, PostEditorRegistry
 from keproxy.settings import load_settings
 from tests.conftest import client_for
 
@@ -27,7 +27,7 @@ PLUGIN = '''\
 from keproxy.corrections.base import Correction
 from keproxy.editors.base import HistoryEditResult, TextEdit
 from keproxy.messages import copy_messages, message_text
-from keproxy.postedit.base import PostEditResult
+from keproxy.editors.postedit.base import PostEditResult
 
 
 class Bracket:

@@ -18,14 +18,10 @@ import numpy as np
 import orjson
 import pytest
 
-import keproxy.postedit as postedit
+import keproxy.editors.postedit as postedit
 from keproxy.corrections.base import Correction
 from keproxy.editors.base import EditContext
-from keproxy.errors import ConfigError, InvalidRequestError
-from keproxy.memory.edits import Edit, EditScope, RetrievedEdit
-from keproxy.memory.embeddings import Embedder
-from keproxy.pipeline import assemble_stream, completion_chunks, post_edit_completion, store_corrections
-from keproxy.postedit import (
+from keproxy.editors.postedit import (
     LLMPostEditor,
     LocalPostEditor,
     PostEditorRegistry,
@@ -36,6 +32,10 @@ from keproxy.postedit import (
     is_retain,
     preprocess,
 )
+from keproxy.errors import ConfigError, InvalidRequestError
+from keproxy.memory.edits import Edit, EditScope, RetrievedEdit
+from keproxy.memory.embeddings import Embedder
+from keproxy.pipeline import assemble_stream, completion_chunks, post_edit_completion, store_corrections
 from keproxy.settings import load_settings
 from keproxy.transcripts import SQLiteTranscriptStore, Transcript
 from tests.conftest import client_for

@@ -20,8 +20,8 @@ import pytest
 from keproxy.corrections.base import Correction, SpanEdit
 from keproxy.corrections.detect import default_detector
 from keproxy.datasets import shared_data_dir
-from keproxy.editors.history import prompts
 from keproxy.editors.base import EditContext, HistoryEditor
+from keproxy.editors.history import prompts
 from keproxy.editors.history.deletion.backends import Fact, InconsistencyJudge, Rewriter
 from keproxy.editors.history.deletion.editor import DeletionEditor, history_turns
 from keproxy.editors.history.deletion.llm import LLMBackend, parse_qa

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from keproxy.editors.postedit import RETAIN_TOKEN, fill_t_edit
 from keproxy.nli.local import default_artifact_path
-from keproxy.postedit import RETAIN_TOKEN, fill_t_edit
 from keproxy.train.editor import EditorTrainConfig, _encode, _lr_factor, config_hash
 from keproxy.train.editor_data import EditorExample, augment_span
 from tests.cases import counterfact_case

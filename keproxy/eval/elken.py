@@ -11,7 +11,7 @@ ELKEN's prompt (Table 12) and the event text a method puts in context:
 - ``dense`` — the top-1 event of keproxy's edit memory (all-MiniLM-L6-v2 + FAISS), always used;
 - ``serac`` — the dense top-1 only when keproxy's SERAC gate admits it (cosine >= ``postedit_min_score``);
 - ``postedit`` — postEdit (Song et al., 2024): the ``none`` answer, post-edited with T^edit by the upstream
-  itself (:class:`keproxy.postedit.LLMPostEditor` through the proxy) when the gate admits the dense top-1,
+  itself (:class:`keproxy.editors.postedit.LLMPostEditor` through the proxy) when the gate admits the dense top-1,
   kept when it answers ``<Retain>``.
 
 Scores (ELKEN §3.1, §4.1): **Factual Knowledge** — exact match of the normalised answer (lower case, no
@@ -464,9 +464,9 @@ def _post_edit(
     """postEdit's y_e of every gated question: T^edit(event, x, y_o) asked of the upstream through the proxy
     (cached; ``<Retain>`` keeps y_o). Returns the number of upstream calls made."""
     from keproxy.editors.base import EditContext
+    from keproxy.editors.postedit import LLMPostEditor
     from keproxy.eval.harness import request_key
     from keproxy.memory.edits import Edit
-    from keproxy.postedit import LLMPostEditor
 
     pending: list[tuple[AnswerKey, str, str, str, RetrievedEdit]] = []  # (key, cache key, x, y_o, event)
     for items in plan.items.values():

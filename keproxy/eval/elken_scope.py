@@ -21,7 +21,7 @@ Methods (ELKEN §3.2):
   ``out/memory/<kind>``, all-MiniLM-L6-v2 + FAISS, top-1 cosine; ELKEN used E5); a hit needs cosine >=
   ``dense_threshold`` (default 0.5, the ``postedit_min_score`` default);
 - ``serac`` — keproxy's SERAC mode: the same dense retrieval, in scope when
-  :func:`keproxy.postedit.preprocess` in mode "serac" applies the edit, i.e. cosine >= ``serac_threshold``
+  :func:`keproxy.editors.postedit.preprocess` in mode "serac" applies the edit, i.e. cosine >= ``serac_threshold``
   (default: the setting ``postedit_min_score`` the proxy passes it; keproxy has no separate SERAC constant, so
   at the defaults this row equals ``dense``). ELKEN's SERAC trains a cross-encoder scope classifier instead;
 - ``oracle`` — ICE: the gold event is given with every question, so recall 1 and rejection 0 by construction
@@ -310,7 +310,7 @@ def _gated(hits: Sequence[RetrievedEdit | None], threshold: float) -> list[Top1]
 
 def _serac(hits: Sequence[RetrievedEdit | None], questions: Sequence[str], threshold: float) -> list[Top1]:
     """In scope when keproxy's SERAC pre-processing applies the retrieved edit (the proxy's own code path)."""
-    from keproxy.postedit.preprocess import preprocess
+    from keproxy.editors.postedit.preprocess import preprocess
 
     out = []
     for hit, question in zip(hits, questions, strict=True):

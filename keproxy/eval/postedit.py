@@ -6,11 +6,11 @@ index under ``out/memory``; memory size n, postEdit §6.4) and each query retrie
 
 - y_o: the proxy's answer with ``edit_mode: "off"`` (strategy ``otc``; temperature 0);
 - ``no edit``: y_e = y_o;
-- ``PROMPT`` / ``IKE`` / ``SERAC``: the request that mode forwards (:func:`keproxy.postedit.preprocess` on the
+- ``PROMPT`` / ``IKE`` / ``SERAC``: the request that mode forwards (:func:`keproxy.editors.postedit.preprocess` on the
   retrieved edit) sent through the proxy with ``edit_mode: "off"``, so the messages the upstream sees are
   exactly what the proxy's own mode would forward;
 - ``postEdit-span`` / ``postEdit-local`` / ``postEdit-llm``: the post-editor run in-process on the cached y_o
-  with the retrieved edit, gated by ``min_score`` as in the proxy (:func:`keproxy.postedit.gate`); below the
+  with the retrieved edit, gated by ``min_score`` as in the proxy (:func:`keproxy.editors.postedit.gate`); below the
   gate y_e = y_o. y_o is shared. ``local`` runs in batches (:meth:`LocalPostEditor.generate_many`);
   ``llm`` is ``llm_model`` through litellm, by default the upstream itself asked with T^edit through the
   proxy (postEdit Table 4's "post-editor → ChatGPT" ablation: an un-tuned chat model as the editor).
@@ -45,6 +45,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from keproxy.editors.postedit import PostEditor, PostEditResult, gate, preprocess
 from keproxy.eval.harness import AnswerCache, HarnessError, default_model, request_key, serve_proxy
 from keproxy.eval.postedit_data import EditCase, load_cases
 from keproxy.eval.postedit_metrics import (
@@ -60,7 +61,6 @@ from keproxy.eval.postedit_metrics import (
 )
 from keproxy.eval.urls import ProxyRoot, proxy_root
 from keproxy.memory.edits import EditScope, RetrievedEdit
-from keproxy.postedit import PostEditor, PostEditResult, gate, preprocess
 
 __all__ = [
     "PREPROCESS_METHODS",
@@ -255,7 +255,7 @@ class _Proxy:
 
 def _editors(config: PostEditEvalConfig, labels: Sequence[str], model: str, proxy: _Proxy) -> dict[str, Any]:
     """Post-editor per label; postEdit-llm is a factory (its proxy starts only when an answer is missing)."""
-    from keproxy.postedit import LLMPostEditor, LocalPostEditor, SpanPostEditor
+    from keproxy.editors.postedit import LLMPostEditor, LocalPostEditor, SpanPostEditor
 
     editors: dict[str, Any] = {}
     if "postEdit-span" in labels:
@@ -305,8 +305,8 @@ def _prefetch_local(
 ) -> None:
     """Run the local post-editor on every uncached (x, y_o, edit) in batches; outputs are cached every
     ``chunk`` prompts, so an interrupted run keeps what it generated."""
-    from keproxy.postedit import fill_t_edit
-    from keproxy.postedit.llm import parse_output
+    from keproxy.editors.postedit import fill_t_edit
+    from keproxy.editors.postedit.llm import parse_output
 
     todo = {_post_edit_key(editor_id, x, y_o, t): (x, y_o, t) for x, y_o, t in items}
     keys = [k for k in todo if not cache.has(k)]

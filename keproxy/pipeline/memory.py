@@ -22,9 +22,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from keproxy.corrections.base import Correction
 from keproxy.editors.base import EditContext
+from keproxy.editors.postedit.base import PostEditor
 from keproxy.memory.edits import Edit, EditRetriever, EditScope, RetrievedEdit
 from keproxy.messages import message_text
-from keproxy.postedit.base import PostEditor
 
 __all__ = [
     "EditMemoryWriter",

@@ -29,6 +29,7 @@ from typing import Any
 from keproxy.corrections.base import CorrectionDetector
 from keproxy.editors.base import EditContext, HistoryEditResult
 from keproxy.editors.history.registry import EditorRegistry
+from keproxy.editors.postedit.registry import PostEditorRegistry, PostEditorResources
 from keproxy.errors import ConfigError, InvalidRequestError, KeproxyError, error_body
 from keproxy.memory.edits import EditScope
 from keproxy.pipeline.memory import EditMemoryWriter, completion_chunks, has_only_text, last_user_text
@@ -36,7 +37,6 @@ from keproxy.pipeline.recorder import TranscriptRecorder, status_of
 from keproxy.pipeline.stages import DetectStage, EditHistoryStage, PostEditStage, RetrieveEditsStage, Stage
 from keproxy.pipeline.state import ChatRequest, PreparedRequest, RecordingCaller, elapsed_ms
 from keproxy.pipeline.streaming import SSE_DONE, assemble_stream, sse
-from keproxy.postedit.registry import PostEditorRegistry, PostEditorResources
 from keproxy.settings import Settings
 from keproxy.transcripts import Transcript, TranscriptStore
 from keproxy.upstream import UpstreamRouter

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 from keproxy.corrections.base import CorrectionDetector
 from keproxy.editors.base import HistoryEditResult
+from keproxy.editors.postedit.base import gate
+from keproxy.editors.postedit.preprocess import preprocess
 from keproxy.memory.edits import EditRetriever
 from keproxy.pipeline.memory import (
     EditMemoryWriter,
@@ -26,8 +28,6 @@ from keproxy.pipeline.memory import (
     store_corrections,
 )
 from keproxy.pipeline.state import PreparedRequest, elapsed_ms
-from keproxy.postedit.base import gate
-from keproxy.postedit.preprocess import preprocess
 from keproxy.settings import MemorySettings
 
 __all__ = ["DetectStage", "EditHistoryStage", "PostEditStage", "RetrieveEditsStage", "Stage"]

@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 from keproxy.corrections.base import Correction
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult
+from keproxy.editors.postedit.base import PostEditor
 from keproxy.memory.edits import EditScope, RetrievedEdit
 from keproxy.messages import Message
-from keproxy.postedit.base import PostEditor
 from keproxy.transcripts import Transcript
 from keproxy.upstream import Upstream
 

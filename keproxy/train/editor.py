@@ -13,7 +13,7 @@ Output (``out``, default ``artifacts/post-editor``): the peft adapter (``adapter
 ``adapter_model.safetensors``), the tokenizer, ``train.jsonl`` (the examples) and ``keproxy-post-editor.json``
 (config, config hash over config + code + examples + base model, data counts, losses, steps, seconds). A folder
 whose manifest has the same config hash is kept unless ``force``. The adapter is what
-:class:`keproxy.postedit.LocalPostEditor` loads (``post_editor_options.base_model_path`` = ``base_dir``,
+:class:`keproxy.editors.postedit.LocalPostEditor` loads (``post_editor_options.base_model_path`` = ``base_dir``,
 ``adapter_path`` = ``out``).
 """
 

@@ -11,7 +11,7 @@ zsRE records 500+; never the evaluation split) and each of its queries x (Simple
    cached); the example is kept only when TE(y_e) = 1 and SE(y_e) = 1 (postEdit Algorithm 1 on [x, y_e]);
 3. out of scope: y_e = ``<Retain>``.
 
-Each example is the post-editor's input T^edit(e, x, y_o) (what :class:`keproxy.postedit.LocalPostEditor`
+Each example is the post-editor's input T^edit(e, x, y_o) (what :class:`keproxy.editors.postedit.LocalPostEditor`
 feeds the model) and its target y_e.
 """
 
@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from keproxy.editors.postedit import RETAIN_TOKEN, SpanPostEditor, fill_t_aug, fill_t_edit
 from keproxy.eval.harness import AnswerCache, request_key
 from keproxy.eval.postedit import PromptRequest, fetch_answers
 from keproxy.eval.postedit_data import EditCase, load_cases
 from keproxy.eval.postedit_metrics import QUERY_TYPES, QueryType, entailed, se_score, te_score
 from keproxy.memory.edits import Edit
 from keproxy.nli.base import NLIBackend
-from keproxy.postedit import RETAIN_TOKEN, SpanPostEditor, fill_t_aug, fill_t_edit
 
 __all__ = [
     "EditorExample",

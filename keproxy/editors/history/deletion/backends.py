@@ -1,6 +1,6 @@
 """The two modules of KEIC's Deletion algorithm (Algorithm 1), INCONSISTENT and DELETE, as pluggable backends.
 
-:class:`~keproxy.editors.deletion.DeletionEditor` walks the history turn by turn; for each queued fact ``q``
+:class:`~keproxy.editors.history.deletion.DeletionEditor` walks the history turn by turn; for each queued fact ``q``
 it asks an :class:`InconsistencyJudge` which turns contradict ``q`` (INCONSISTENT(h[j], q)) and a
 :class:`Rewriter` what each such turn becomes (DELETE(h[j], q)). Two backends:
 

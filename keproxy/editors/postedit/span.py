@@ -30,10 +30,10 @@ from __future__ import annotations
 import re
 
 from keproxy.editors.base import EditContext
+from keproxy.editors.postedit.base import PostEditor, PostEditResult, edit_objects
+from keproxy.editors.postedit.prompts import fact_phrase
+from keproxy.editors.postedit.registry import PostEditorResources
 from keproxy.memory.edits import Edit, RetrievedEdit
-from keproxy.postedit.base import PostEditor, PostEditResult, edit_objects
-from keproxy.postedit.prompts import fact_phrase
-from keproxy.postedit.registry import PostEditorResources
 
 __all__ = ["SpanPostEditor", "fact_sentence", "mentions", "replace_mentions"]
 
@@ -130,5 +130,5 @@ class SpanPostEditor:
 
 
 def factory(resources: PostEditorResources) -> PostEditor:
-    """The ``span`` post-editor (``keproxy.postedit.registry``)."""
+    """The ``span`` post-editor (``keproxy.editors.postedit.registry``)."""
     return SpanPostEditor()

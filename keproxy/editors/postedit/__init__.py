@@ -10,15 +10,16 @@ Post-editors (:class:`PostEditorRegistry`): ``span`` (rules), ``llm`` (chat mode
 (causal LM + LoRA adapter); more through the entry-point group ``keproxy.post_editors``.
 """
 
-from keproxy.postedit.base import PostEditor, PostEditResult, edit_objects, gate
-from keproxy.postedit.llm import LLMPostEditor
-from keproxy.postedit.local import LocalPostEditor
-from keproxy.postedit.preprocess import PreprocessMode, PreprocessResult, preprocess
-from keproxy.postedit.prompts import RETAIN_TOKEN, T_AUG, T_EDIT, fill_t_aug, fill_t_edit, is_retain
-from keproxy.postedit.registry import PostEditorRegistry, PostEditorResources
-from keproxy.postedit.span import SpanPostEditor
+from keproxy.editors.postedit.base import PostEditor, PostEditResult, edit_objects, gate
+from keproxy.editors.postedit.llm import LLMPostEditor
+from keproxy.editors.postedit.local import LocalPostEditor
+from keproxy.editors.postedit.preprocess import PreprocessMode, PreprocessResult, preprocess
+from keproxy.editors.postedit.prompts import RETAIN_TOKEN, T_AUG, T_EDIT, fill_t_aug, fill_t_edit, is_retain
+from keproxy.editors.postedit.registry import POST_EDITORS, PostEditorRegistry, PostEditorResources
+from keproxy.editors.postedit.span import SpanPostEditor
 
 __all__ = [
+    "POST_EDITORS",
     "RETAIN_TOKEN",
     "T_AUG",
     "T_EDIT",

@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from keproxy.editors.base import EditContext
+from keproxy.editors.postedit.base import PostEditor, PostEditResult
+from keproxy.editors.postedit.prompts import fill_t_edit, is_retain
+from keproxy.editors.postedit.registry import PostEditorResources
 from keproxy.errors import ConfigError, KeproxyError, UpstreamError
 from keproxy.memory.edits import RetrievedEdit
-from keproxy.postedit.base import PostEditor, PostEditResult
-from keproxy.postedit.prompts import fill_t_edit, is_retain
-from keproxy.postedit.registry import PostEditorResources
 from keproxy.upstream.json_answer import answer_text, import_litellm
 
 __all__ = ["LLMPostEditor", "parse_output"]
@@ -88,7 +88,7 @@ class LLMPostEditor:
 
 
 def factory(resources: PostEditorResources) -> PostEditor:
-    """The ``llm`` post-editor (``keproxy.postedit.registry``), from ``post_editor_options``."""
+    """The ``llm`` post-editor (``keproxy.editors.postedit.registry``), from ``post_editor_options``."""
     options = resources.options
     kwargs = {"api_base": options.llm_api_base} if options.llm_api_base else {}
     return LLMPostEditor(

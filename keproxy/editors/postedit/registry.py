@@ -1,7 +1,7 @@
 """Named post-editors: the ``post-editor`` registry.
 
-Built-in: ``span`` (rules, :mod:`keproxy.postedit.span`), ``llm`` (a chat model with T^edit,
-:mod:`keproxy.postedit.llm`) and ``local`` (a causal LM + LoRA adapter, :mod:`keproxy.postedit.local`); each
+Built-in: ``span`` (rules, :mod:`keproxy.editors.postedit.span`), ``llm`` (a chat model with T^edit,
+:mod:`keproxy.editors.postedit.llm`) and ``local`` (a causal LM + LoRA adapter, :mod:`keproxy.editors.postedit.local`); each
 module has a ``factory(resources: PostEditorResources) -> PostEditor``, registered by one line in
 :data:`POST_EDITORS`. Third parties add post-editors through the entry-point group ``keproxy.post_editors``
 (see ``keproxy.plugins``). Construction is cheap for all built-ins (models load on first use).
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from keproxy.editors.postedit.base import PostEditor
 from keproxy.errors import InvalidRequestError
 from keproxy.plugins import Registry, UnknownPluginError
-from keproxy.postedit.base import PostEditor
 from keproxy.settings import PostEditorOptions, PostEditSettings
 
 __all__ = [
@@ -48,9 +48,9 @@ POST_EDITORS: Registry[PostEditorFactory] = Registry(
     "post-editor",
     ENTRY_POINT_GROUP,
     {
-        "span": "keproxy.postedit.span:factory",
-        "llm": "keproxy.postedit.llm:factory",
-        "local": "keproxy.postedit.local:factory",
+        "span": "keproxy.editors.postedit.span:factory",
+        "llm": "keproxy.editors.postedit.llm:factory",
+        "local": "keproxy.editors.postedit.local:factory",
     },
 )
 

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from keproxy.editors.postedit.base import edit_objects, gate
+from keproxy.editors.postedit.prompts import fact_phrase
 from keproxy.memory.edits import Edit, RetrievedEdit
 from keproxy.messages import Message, copy_messages, message_text
-from keproxy.postedit.base import edit_objects, gate
-from keproxy.postedit.prompts import fact_phrase
 
 __all__ = [
     "IKE_DEMONSTRATIONS",

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from keproxy.editors.base import EditContext
+from keproxy.editors.postedit.base import PostEditor, PostEditResult
+from keproxy.editors.postedit.llm import parse_output
+from keproxy.editors.postedit.prompts import fill_t_edit
+from keproxy.editors.postedit.registry import PostEditorResources
 from keproxy.errors import ConfigError
 from keproxy.memory.edits import RetrievedEdit
-from keproxy.postedit.base import PostEditor, PostEditResult
-from keproxy.postedit.llm import parse_output
-from keproxy.postedit.prompts import fill_t_edit
-from keproxy.postedit.registry import PostEditorResources
 
 __all__ = ["LocalPostEditor", "Quantization"]
 
@@ -185,7 +185,7 @@ class LocalPostEditor:
 
 
 def factory(resources: PostEditorResources) -> PostEditor:
-    """The ``local`` post-editor (``keproxy.postedit.registry``), from ``post_editor_options``."""
+    """The ``local`` post-editor (``keproxy.editors.postedit.registry``), from ``post_editor_options``."""
     options = resources.options
     return LocalPostEditor(
         options.base_model_path,
