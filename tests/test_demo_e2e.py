@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from keproxy.eval.harness import wait_healthy
-from keproxy.upstream.local import free_port
+from keproxy.models.llama_server import free_port
 
 pytestmark = pytest.mark.e2e
 

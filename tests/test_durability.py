@@ -31,7 +31,7 @@ import pytest
 
 from keproxy.eval.harness import wait_healthy
 from keproxy.memory.store import EditStore, SQLiteEditStore
-from keproxy.upstream.local import free_port
+from keproxy.models.llama_server import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from keproxy.eval.harness import wait_healthy
-from keproxy.upstream.local import free_port
+from keproxy.models.llama_server import free_port
 
 pytestmark = pytest.mark.e2e
 

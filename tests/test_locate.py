@@ -17,7 +17,8 @@ from keproxy.corrections.locate import (
     word_tokens,
 )
 from keproxy.corrections.sentences import candidate_spans, split_clauses, split_sentences
-from keproxy.memory.embeddings import Embedder, packaged_model_path
+from keproxy.memory.embeddings import Embedder
+from keproxy.models.artifacts import packaged_model_path
 
 # A story written for these tests.
 STORY = (

@@ -290,7 +290,7 @@ def test_hf_backend_reorders_columns_by_id2label(tmp_path: Path) -> None:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from keproxy.memory.embeddings import packaged_model_path
+    from keproxy.models.artifacts import packaged_model_path
 
     torch.manual_seed(0)
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,

@@ -29,9 +29,9 @@ from typer.testing import CliRunner
 
 from keproxy.errors import ConfigError
 from keproxy.memory import Edit, EditStore
+from keproxy.models.llama_server import free_port
 from keproxy.settings import load_settings
 from keproxy.transcripts import Transcript
-from keproxy.upstream.local import free_port
 from tests import test_memory as sqlite_tests
 
 psycopg = pytest.importorskip("psycopg", reason="the 'postgres' extra (psycopg) is not installed")

@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from keproxy.eval.harness import wait_healthy
+from keproxy.models.llama_server import free_port
 from keproxy.settings import Settings, load_settings
-from keproxy.upstream.local import free_port
 from tests.conftest import client_for
 from tests.upstream_stub import StubUpstream, ThreadedServer, make_stub_app, release_litellm
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from keproxy.cli import app
 from keproxy.eval.harness import wait_healthy
-from keproxy.upstream.local import free_port
+from keproxy.models.llama_server import free_port
 
 QUESTION = "In which city is the Eiffel Tower?"
 

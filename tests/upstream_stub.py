@@ -43,7 +43,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
-from keproxy.upstream.local import free_port
+from keproxy.models.llama_server import free_port
 
 DRIBBLE_WORDS = 200
 

