@@ -78,6 +78,7 @@ lint: install
 	$(BIN)/ruff check keproxy tests
 	$(BIN)/ruff format --check keproxy tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff format keproxy tests
