@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from keproxy.corrections.base import CorrectionDetector
@@ -181,7 +181,7 @@ class ChatService:
         await self.recorder.finish(prepared, status=200, upstream_t0=t0)
         return final
 
-    async def open_stream(self, prepared: PreparedRequest) -> AsyncIterator[bytes]:
+    async def open_stream(self, prepared: PreparedRequest) -> AsyncGenerator[bytes, None]:
         """Start the upstream stream and return the SSE byte iterator for the client.
 
         The first chunk is awaited here, so an upstream that fails before answering raises KeproxyError
@@ -211,7 +211,7 @@ class ChatService:
         source: AsyncIterator[list[dict[str, Any]]],
         first: list[dict[str, Any]] | None,
         t0: float,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """The client's SSE bytes: one piece per batch of upstream chunks (``stream_batches``), then
         ``[DONE]``; the transcript is completed and queued when it ends, however it ends."""
         chunks: list[dict[str, Any]] = []
@@ -249,7 +249,7 @@ class ChatService:
             prepared.transcript.usage = assembled.get("usage")
             await asyncio.shield(self.recorder.finish(prepared, status=status, error=error, upstream_t0=t0))
 
-    async def _buffered_stream(self, prepared: PreparedRequest) -> AsyncIterator[bytes]:
+    async def _buffered_stream(self, prepared: PreparedRequest) -> AsyncGenerator[bytes, None]:
         """Read the upstream stream whole, post-edit it, log the transcript; the SSE iterator of the result.
 
         Streams whose deltas carry more than text (tool calls, ...) are replayed as received, not post-edited.
@@ -284,7 +284,7 @@ class ChatService:
         return self._replay(out, prepared.alias)
 
     @staticmethod
-    async def _replay(chunks: list[dict[str, Any]], alias: str) -> AsyncIterator[bytes]:
+    async def _replay(chunks: list[dict[str, Any]], alias: str) -> AsyncGenerator[bytes, None]:
         for chunk in chunks:
             yield sse({**chunk, "model": alias})
         yield SSE_DONE

@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from keproxy import __version__
 from keproxy.corrections.detect import CompositeDetector, DetectorResources, build_detector
@@ -110,10 +111,10 @@ class KeproxyAPI(FastAPI):
         self.max_body_bytes = max_body_bytes
         self._chat_completions = ChatCompletionsEndpoint(self.state)
 
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == PATH:
             scope["app"] = self
-            await self._chat_completions(scope, receive, send)  # type: ignore[arg-type]
+            await self._chat_completions(scope, receive, send)
             return
         if scope["type"] == "http" and _content_length(scope) > self.max_body_bytes:
             exc = RequestTooLargeError(self.max_body_bytes)

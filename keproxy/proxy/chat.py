@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends
 from pydantic import ValidationError
+from starlette.types import Receive, Scope, Send
 
 from keproxy.errors import KeproxyError, RequestTooLargeError, error_body, invalid_json, validation_error
 from keproxy.pipeline import SSE_DONE, ChatService, PreparedRequest, new_request_id
@@ -42,10 +43,6 @@ logger = logging.getLogger("keproxy")
 
 PATH = "/v1/chat/completions"
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Any  # Callable[[], Awaitable[Message]]
-Send = Any  # Callable[[Message], Awaitable[None]]
 
 _JSON = (b"content-type", b"application/json")
 _METHOD_NOT_ALLOWED = {
@@ -154,7 +151,7 @@ async def _respond(
     await _stream_until_disconnect(events, receive, send)
 
 
-async def _stream_until_disconnect(events: AsyncIterator[bytes], receive: Receive, send: Send) -> None:
+async def _stream_until_disconnect(events: AsyncGenerator[bytes, None], receive: Receive, send: Send) -> None:
     """Send ``events`` as the response body; stop (cancelling the iterator, whose cleanup logs the transcript)
     when the client disconnects first. One watcher task listens for ``http.disconnect`` and cancels this task
     while it is still sending; the cancellation is then absorbed here."""
@@ -182,7 +179,7 @@ async def _stream_until_disconnect(events: AsyncIterator[bytes], receive: Receiv
         logger.error("watching for the client's disconnect failed", exc_info=watcher.exception())
 
 
-async def _send_events(events: AsyncIterator[bytes], send: Send) -> None:
+async def _send_events(events: AsyncGenerator[bytes, None], send: Send) -> None:
     last = b""  # [DONE], the relay's last event, goes out with the end of the body: one write less
     try:
         async for event in events:
@@ -195,9 +192,7 @@ async def _send_events(events: AsyncIterator[bytes], send: Send) -> None:
                 await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": last, "more_body": False})
     finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await events.aclose()
 
 
 async def _wait_for_disconnect(receive: Receive) -> None:
