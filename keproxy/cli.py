@@ -142,7 +142,7 @@ def transcripts_export(
 
 def _base_url(value: str) -> str:
     """``--base-url``: the proxy root from a root or /v1 URL (imported lazily: eval is heavy)."""
-    from keproxy.eval.urls import base_url_option
+    from keproxy.eval.core.urls import base_url_option
 
     return base_url_option(value) or value
 
@@ -212,7 +212,7 @@ def demo(
 ) -> None:
     """Start ``keproxy serve`` on the embedded model, replay the KEIC dev set with otc,patch, print the table."""
     from keproxy.datasets import dataset_path
-    from keproxy.eval.harness import serve_proxy
+    from keproxy.eval.core.proxy import serve_proxy
 
     data = data or dataset_path("keic-authored")
     with serve_proxy(out / "state", mock_response=mock_response) as url:

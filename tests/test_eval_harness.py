@@ -28,8 +28,10 @@ from typer.testing import CliRunner
 import keproxy.eval as keval
 from keproxy.datasets import sample_path
 from keproxy.eval import curx, harness, plots, table2
+from keproxy.eval.core.cache import AnswerCache, request_key
+from keproxy.eval.core.proxy import HarnessError
 from keproxy.eval.curx import StalenessJudge, cur_markdown, cur_table, extended_cur, qa_turns
-from keproxy.eval.harness import AnswerCache, HarnessConfig, HarnessError, request_key, run_harness
+from keproxy.eval.harness import HarnessConfig, run_harness
 from keproxy.eval.keic import (
     CORRECTION_ACK,
     STORY_PROMPT,

@@ -21,6 +21,7 @@ from rich.console import Console
 import keproxy.eval as keval
 from keproxy.datasets import dataset_path, sample_path, shared_data_dir
 from keproxy.editors.templates import TEMPLATES, fill_template
+from keproxy.eval.core.transcripts import REQUEST_ID_HEADER
 from keproxy.eval.keic import (
     CORRECTION_ACK,
     STORY_ACK,
@@ -40,7 +41,6 @@ from keproxy.eval.metrics import (
 )
 from keproxy.eval.replay import (
     CSV_COLUMNS,
-    REQUEST_ID_HEADER,
     replay_keic,
     result_from_transcript,
     write_dialogues_csv,

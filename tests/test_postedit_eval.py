@@ -105,7 +105,7 @@ def test_eval_postedit_through_the_proxy(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_local_prefetch_caches_every_chunk(tmp_path: Path) -> None:
     """The batched local post-editor caches each chunk as it finishes, and asks nothing already cached."""
-    from keproxy.eval.harness import AnswerCache
+    from keproxy.eval.core.cache import AnswerCache
     from keproxy.eval.postedit import _post_edit_key, _prefetch_local
     from keproxy.memory.edits import RetrievedEdit
 

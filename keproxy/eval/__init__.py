@@ -2,8 +2,9 @@
 running proxy (:mod:`.replay`) and its report (:mod:`.report`); the full harness (:mod:`.harness`) with Table 2
 scoring (:mod:`.table2`), extended CUR and cost (:mod:`.curx`) and Fig. 4 plots (:mod:`.plots`)."""
 
+from keproxy.eval.core import AnswerCache, HarnessError, ReplayError
 from keproxy.eval.curx import CurRow, StalenessJudge, cur_table, extended_cur, qa_turns
-from keproxy.eval.harness import AnswerCache, HarnessConfig, HarnessError, HarnessReport, run_harness
+from keproxy.eval.harness import HarnessConfig, HarnessReport, run_harness
 from keproxy.eval.keic import (
     ARRANGEMENTS,
     CORRECTION_ACK,
@@ -30,7 +31,7 @@ from keproxy.eval.metrics import (
     upstream_calls,
 )
 from keproxy.eval.plots import write_plots
-from keproxy.eval.replay import CSV_COLUMNS, ReplayError, replay_keic, result_from_transcript
+from keproxy.eval.replay import CSV_COLUMNS, replay_keic, result_from_transcript
 from keproxy.eval.report import print_summary
 from keproxy.eval.table2 import Stat, Table2Row, majority, score_table2, table2_markdown
 

@@ -47,11 +47,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from keproxy.eval.core.answers import PromptRequest, fetch_answers
+from keproxy.eval.core.cache import AnswerCache
+from keproxy.eval.core.proxy import default_model, serve_proxy
+from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.elken_data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
 from keproxy.eval.elken_scope import BM25EventRetriever, default_serac_threshold
-from keproxy.eval.harness import AnswerCache, default_model, serve_proxy
-from keproxy.eval.postedit import PromptRequest, fetch_answers
-from keproxy.eval.urls import ProxyRoot
 from keproxy.memory.edits import EditScope, RetrievedEdit
 
 __all__ = [
@@ -464,7 +465,7 @@ def _post_edit(
     """postEdit's y_e of every gated question: T^edit(event, x, y_o) asked of the upstream through the proxy
     (cached; ``<Retain>`` keeps y_o). Returns the number of upstream calls made."""
     from keproxy.editors.base import EditContext
-    from keproxy.eval.harness import request_key
+    from keproxy.eval.core.cache import request_key
     from keproxy.memory.edits import Edit
     from keproxy.postedit import LLMPostEditor
 

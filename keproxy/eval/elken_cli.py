@@ -15,7 +15,7 @@ from typing import Annotated, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
-from keproxy.eval.urls import base_url_option
+from keproxy.eval.core.urls import base_url_option
 
 __all__ = ["eval_elken_command", "eval_elken_scope_command", "eval_leme_command", "eval_mquake_command"]
 
@@ -56,7 +56,7 @@ def _run(err: Console, build: Callable[[], C], run: Callable[..., R]) -> tuple[C
     proxy trouble: exit 2)."""
     from pydantic import ValidationError
 
-    from keproxy.eval.harness import HarnessError
+    from keproxy.eval.core.proxy import HarnessError
     from keproxy.memory.embeddings import EmbedderError
 
     try:

@@ -27,13 +27,7 @@ Outputs in ``out``: ``runs.csv`` (one :class:`keproxy.eval.metrics.RunResult` pe
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -47,6 +41,10 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from keproxy.eval.core.cache import AnswerCache, request_key
+from keproxy.eval.core.proxy import HarnessError, default_model, serve_proxy
+from keproxy.eval.core.transcripts import complete_with_transcript
+from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.curx import CurRow, StalenessJudge, cur_markdown, cur_table, extended_cur, write_cur_csv
 from keproxy.eval.keic import Dialogue, build_baseline_dialogue, build_dialogue, load_keic
 from keproxy.eval.metrics import (
@@ -57,7 +55,6 @@ from keproxy.eval.metrics import (
     score_answer,
     upstream_calls,
 )
-from keproxy.eval.replay import complete_with_transcript
 from keproxy.eval.table2 import (
     BASELINE,
     Table2Row,
@@ -67,31 +64,14 @@ from keproxy.eval.table2 import (
     write_baseline_csv,
     write_table2_csv,
 )
-from keproxy.eval.urls import ProxyRoot
 from keproxy.nli.base import NLIBackend
 
-__all__ = [
-    "RUNS_CSV_COLUMNS",
-    "AnswerCache",
-    "HarnessConfig",
-    "HarnessError",
-    "HarnessReport",
-    "Job",
-    "build_jobs",
-    "request_key",
-    "run_harness",
-    "serve_proxy",
-    "wait_healthy",
-]
+__all__ = ["RUNS_CSV_COLUMNS", "HarnessConfig", "HarnessReport", "Job", "build_jobs", "run_harness"]
 
 #: Columns of ``runs.csv`` (the fields of :class:`RunResult`).
 RUNS_CSV_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunResult))
 # Transcript keys not kept in the cache: the client's own messages and a copy of final_response.
 _DROPPED_KEYS = ("original_messages", "upstream_response")
-
-
-class HarnessError(RuntimeError):
-    """The harness cannot go on: bad configuration, a 4xx from the proxy, or the proxy did not start."""
 
 
 class HarnessConfig(BaseModel):
@@ -164,53 +144,6 @@ def build_jobs(config: HarnessConfig) -> list[Job]:
     return jobs
 
 
-def request_key(
-    model: str, messages: Sequence[Mapping[str, Any]], strategy: str, params: Mapping[str, Any], run: int
-) -> str:
-    """SHA-256 (hex) of the canonical JSON of (model, messages, strategy, params, run): the cache key."""
-    payload = {
-        "model": model,
-        "messages": list(messages),
-        "strategy": strategy,
-        "params": dict(params),
-        "run": run,
-    }
-    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-class AnswerCache:
-    """Answers on disk, one JSON file per request key (``root/ab/abcdef….json``), written atomically."""
-
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-
-    def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The stored entry, or None when absent or unreadable (then it is asked again)."""
-        try:
-            entry = json.loads(self._path(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return entry if isinstance(entry, dict) else None
-
-    def has(self, key: str) -> bool:
-        return self._path(key).is_file()
-
-    def discard(self, key: str) -> None:
-        self._path(key).unlink(missing_ok=True)
-
-    def put(self, key: str, entry: Mapping[str, Any]) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(entry, fh, ensure_ascii=False)
-        os.replace(tmp, path)
-
-
 @dataclass
 class HarnessReport:
     """What a harness run produced. requests: answers asked of the proxy; cached: answers read from the cache."""
@@ -222,60 +155,6 @@ class HarnessReport:
     requests: int = 0
     cached: int = 0
     files: list[Path] = field(default_factory=list)
-
-
-# --- the proxy ---------------------------------------------------------------------------------------------
-
-
-def wait_healthy(
-    url: str, process: subprocess.Popen[bytes], timeout_s: float = 180.0, *, log: Path | None = None
-) -> None:
-    """Poll ``{url}/health`` until it answers 200. Raises HarnessError when ``process`` (a ``keproxy serve``)
-    exits first or after ``timeout_s`` seconds, quoting ``log`` (its output file) when given."""
-
-    def tail() -> str:
-        return f":\n{log.read_text(errors='replace')}" if log is not None else ""
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise HarnessError(f"keproxy serve exited with code {process.returncode}{tail()}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise HarnessError(f"keproxy serve did not become healthy within {timeout_s} s{tail()}")
-
-
-@contextmanager
-def serve_proxy(
-    data_dir: Path, mock_response: str | None = None, timeout_s: float = 300, *, config: Path | None = None
-) -> Iterator[str]:
-    """Run ``python -m keproxy serve`` on a free port with ``--data-dir data_dir`` (and ``--config config``)
-    until the block ends; yields its root URL. Raises HarnessError when it exits or is not healthy within
-    ``timeout_s`` seconds."""
-    from keproxy.upstream.local import free_port
-
-    port = free_port()
-    cmd = [sys.executable, "-m", "keproxy", "serve", "--port", str(port), "--data-dir", str(data_dir),
-           "--log-level", "warning"]  # fmt: skip
-    if mock_response is not None:
-        cmd += ["--mock-response", mock_response]
-    if config is not None:
-        cmd += ["--config", str(config)]
-    process = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, process, timeout_s)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 # --- one request -------------------------------------------------------------------------------------------
@@ -347,20 +226,6 @@ def _result(job: Job, entry: Mapping[str, Any], cached: bool) -> RunResult:
 
 
 # --- the run -----------------------------------------------------------------------------------------------
-
-
-def default_model(model: str | None, base_url: str | None, mock_response: str | None) -> str:
-    """The alias an eval asks: ``model``; for a self-started proxy (no ``base_url``): "demo" with a mock
-    response, else the embedded local model's alias. Raises HarnessError for ``base_url`` without a model."""
-    if model:
-        return model
-    if base_url is not None:
-        raise HarnessError("--model is required with --base-url (the alias the proxy serves)")
-    if mock_response is not None:
-        return "demo"
-    from keproxy.settings import load_settings
-
-    return load_settings().local_model.alias
 
 
 def _progress(enabled: bool) -> Progress:

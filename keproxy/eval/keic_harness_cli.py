@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from keproxy.eval.urls import base_url_option
+from keproxy.eval.core.urls import base_url_option
 
 __all__ = ["eval_keic_command"]
 
@@ -91,7 +91,8 @@ def eval_keic_command(
 
     from keproxy.datasets import dataset_path
     from keproxy.editors.templates import parse_template_range
-    from keproxy.eval.harness import HarnessConfig, HarnessError, run_harness
+    from keproxy.eval.core.proxy import HarnessError
+    from keproxy.eval.harness import HarnessConfig, run_harness
 
     err = Console(stderr=True)
     try:

@@ -52,9 +52,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.datasets import shared_data_dir
-from keproxy.eval.harness import AnswerCache, HarnessError, default_model, serve_proxy
-from keproxy.eval.postedit import PromptRequest, fetch_answers
-from keproxy.eval.urls import ProxyRoot
+from keproxy.eval.core.answers import PromptRequest, fetch_answers
+from keproxy.eval.core.cache import AnswerCache
+from keproxy.eval.core.proxy import HarnessError, default_model, serve_proxy
+from keproxy.eval.core.urls import ProxyRoot
 from keproxy.memory.edits import Edit
 
 __all__ = [

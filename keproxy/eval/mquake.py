@@ -41,10 +41,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.datasets import shared_data_dir
+from keproxy.eval.core.answers import PromptRequest, fetch_answers
+from keproxy.eval.core.cache import AnswerCache
+from keproxy.eval.core.proxy import default_model, serve_proxy
+from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.elken import normalize_answer
-from keproxy.eval.harness import AnswerCache, default_model, serve_proxy
-from keproxy.eval.postedit import PromptRequest, fetch_answers
-from keproxy.eval.urls import ProxyRoot
 from keproxy.memory.edits import Edit, EditScope
 
 __all__ = [

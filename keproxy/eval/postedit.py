@@ -16,7 +16,7 @@ index under ``out/memory``; memory size n, postEdit §6.4) and each query retrie
   proxy (postEdit Table 4's "post-editor → ChatGPT" ablation: an un-tuned chat model as the editor).
 
 Everything the methods compute against the proxy (and the model post-editors' outputs) is cached by request
-hash in ``out/cache`` (:class:`keproxy.eval.harness.AnswerCache`), so an interrupted run resumes and a finished
+hash in ``out/cache`` (:class:`keproxy.eval.core.cache.AnswerCache`), so an interrupted run resumes and a finished
 one is re-scored without a request. The proxy is started (``serve_proxy``: embedded SmolLM2, or litellm's
 mock with ``mock_response``) only when an answer is missing, unless ``base_url`` names one.
 
@@ -36,7 +36,7 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +45,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from keproxy.eval.harness import AnswerCache, HarnessError, default_model, request_key, serve_proxy
+from keproxy.eval.core.answers import PromptRequest, fetch_answers
+from keproxy.eval.core.cache import AnswerCache, request_key
+from keproxy.eval.core.proxy import HarnessError, default_model, serve_proxy
+from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.postedit_data import EditCase, load_cases
 from keproxy.eval.postedit_metrics import (
     METRICS,
@@ -58,7 +61,6 @@ from keproxy.eval.postedit_metrics import (
     paper_test_query,
     table_rows,
 )
-from keproxy.eval.urls import ProxyRoot, proxy_root
 from keproxy.memory.edits import EditScope, RetrievedEdit
 from keproxy.postedit import PostEditor, PostEditResult, gate, preprocess
 
@@ -66,8 +68,6 @@ __all__ = [
     "PREPROCESS_METHODS",
     "PostEditEvalConfig",
     "PostEditEvalReport",
-    "PromptRequest",
-    "fetch_answers",
     "method_names",
     "run_postedit_eval",
     "table_csv",
@@ -159,74 +159,6 @@ def _progress(enabled: bool) -> Progress:
 
 
 # --- upstream answers through the proxy ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PromptRequest:
-    """One chat request: its cache ``key`` (:func:`~keproxy.eval.harness.request_key`), ``messages`` and the
-    proxy's ``edit_mode`` for it ("off": the request goes upstream as sent)."""
-
-    key: str
-    messages: list[dict[str, Any]]
-    edit_mode: str = "off"
-
-    @classmethod
-    def of(
-        cls, model: str, messages: list[dict[str, Any]], params: Mapping[str, Any], edit_mode: str = "off"
-    ) -> PromptRequest:
-        return cls(request_key(model, messages, edit_mode, params, 0), messages, edit_mode)
-
-
-def fetch_answers(
-    requests: Sequence[PromptRequest],
-    cache: AnswerCache,
-    *,
-    model: str,
-    params: Mapping[str, Any],
-    state_dir: Path,
-    base_url: str | None = None,
-    mock_response: str | None = None,
-    api_key: str = "keproxy",
-    progress: bool = True,
-    description: str = "upstream answers",
-) -> tuple[int, int]:
-    """Fetch every uncached answer of ``requests`` through the proxy at ``base_url`` (None: a ``keproxy
-    serve`` child with data dir ``state_dir``, started only when an answer is missing) with each request's
-    ``edit_mode`` (usually "off") and strategy ``otc``; each answer is stored in ``cache`` as ``{"text", "messages"}`` as soon as it
-    arrives. Returns (asked, cached). Raises HarnessError on a refused or failed request."""
-    import openai
-
-    missing = list({r.key: r for r in requests if not cache.has(r.key)}.values())
-    cached = len({r.key for r in requests}) - len(missing)
-    if not missing:
-        return 0, cached
-    asked = 0
-    with ExitStack() as stack:
-        url = (
-            proxy_root(base_url)
-            if base_url
-            else stack.enter_context(serve_proxy(state_dir, mock_response=mock_response))
-        )
-        client = stack.enter_context(  # closed with the stack: no socket left to the garbage collector
-            openai.OpenAI(base_url=f"{url.rstrip('/')}/v1", api_key=api_key, max_retries=2)
-        )
-        with _progress(progress) as bar:
-            task = bar.add_task(description, total=len(missing))
-            for req in missing:
-                try:
-                    completion = client.chat.completions.create(
-                        model=model, messages=req.messages,  # type: ignore[arg-type]
-                        extra_body={"keproxy": {"strategy": "otc", "edit_mode": req.edit_mode}}, **params,
-                    )  # fmt: skip
-                except openai.APIStatusError as exc:
-                    raise HarnessError(f"the proxy refused a request: {exc}") from exc
-                except openai.OpenAIError as exc:
-                    raise HarnessError(f"chat completion failed: {exc}") from exc
-                text = (completion.choices[0].message.content or "") if completion.choices else ""
-                cache.put(req.key, {"text": text, "messages": req.messages})
-                asked += 1
-                bar.advance(task)
-    return asked, cached
 
 
 def _answer(cache: AnswerCache, req: PromptRequest) -> str:

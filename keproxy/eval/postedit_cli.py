@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from keproxy.eval.urls import base_url_option
+from keproxy.eval.core.urls import base_url_option
 
 __all__ = ["eval_postedit_command"]
 
@@ -69,7 +69,7 @@ def eval_postedit_command(
     the post-editors, with the upstream behind keproxy. Answers are cached in OUT/cache: a re-run resumes."""
     from pydantic import ValidationError
 
-    from keproxy.eval.harness import HarnessError
+    from keproxy.eval.core.proxy import HarnessError
     from keproxy.eval.postedit import PostEditEvalConfig, run_postedit_eval
 
     err = Console(stderr=True)

@@ -25,23 +25,18 @@ import openai
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from keproxy.editors.templates import parse_template_range
+from keproxy.eval.core.transcripts import ReplayError, complete_with_transcript
+from keproxy.eval.core.urls import proxy_root
 from keproxy.eval.keic import Dialogue, build_dialogue, load_keic
 from keproxy.eval.metrics import ReplayResult, context_updated, extract_answer, score_answer, summarize
-from keproxy.eval.urls import proxy_root
 
 __all__ = [
     "CSV_COLUMNS",
-    "REQUEST_ID_HEADER",
-    "ReplayError",
-    "complete_with_transcript",
     "replay_keic",
     "result_from_transcript",
     "write_dialogues_csv",
     "write_summary",
 ]
-
-#: Response header carrying the id of the proxy's transcript.
-REQUEST_ID_HEADER = "x-keproxy-request-id"
 
 #: Columns of ``dialogues.csv``, in order (the fields of :class:`ReplayResult`).
 CSV_COLUMNS: tuple[str, ...] = (
@@ -60,10 +55,6 @@ CSV_COLUMNS: tuple[str, ...] = (
     "latency_ms",
     "response",
 )
-
-
-class ReplayError(RuntimeError):
-    """A dialogue could not be replayed: the proxy call or the transcript fetch failed."""
 
 
 def _response_text(completion: Mapping[str, Any] | None) -> str:
@@ -136,44 +127,6 @@ def write_dialogues_csv(results: Sequence[ReplayResult], path: str | Path) -> No
 def write_summary(summary: Mapping[str, Any], path: str | Path) -> None:
     """Write ``summary`` as indented JSON."""
     Path(path).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-
-
-def complete_with_transcript(
-    client: openai.OpenAI,
-    http: httpx.Client,
-    messages: Sequence[Mapping[str, Any]],
-    *,
-    model: str,
-    strategy: str,
-    **params: Any,
-) -> tuple[str, str, dict[str, Any]]:
-    """Send ``messages`` through the proxy with ``strategy`` (and ``params``: temperature, max_tokens, ...),
-    then fetch the request's transcript; returns (request id, response text, transcript). The transcript's
-    ``usage`` is filled from the response when the proxy logged none.
-
-    Raises what the openai client raises for the chat call (openai.OpenAIError), and ReplayError when the
-    response has no request id or the transcript cannot be fetched.
-    """
-    raw = client.chat.completions.with_raw_response.create(
-        model=model,
-        messages=messages,  # type: ignore[arg-type]
-        extra_body={"keproxy": {"strategy": strategy}},
-        **params,
-    )
-    request_id = raw.headers.get(REQUEST_ID_HEADER)
-    if not request_id:
-        raise ReplayError(f"the response has no {REQUEST_ID_HEADER} header")
-    completion = raw.parse()
-    text = (completion.choices[0].message.content or "") if completion.choices else ""
-    try:
-        reply = http.get(f"/keproxy/transcripts/{request_id}")
-        reply.raise_for_status()
-        transcript = reply.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise ReplayError(f"transcript {request_id} could not be fetched: {exc}") from exc
-    if transcript.get("usage") is None and completion.usage is not None:
-        transcript["usage"] = completion.usage.model_dump()
-    return request_id, text, transcript
 
 
 def _replay_one(

@@ -61,7 +61,7 @@ def train_editor_command(
     from pydantic import ValidationError
 
     from keproxy.errors import ConfigError
-    from keproxy.eval.harness import HarnessError
+    from keproxy.eval.core.proxy import HarnessError
     from keproxy.train.editor import EditorTrainConfig, train_editor
     from keproxy.train.editor_data import UpstreamSpec
 

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from keproxy.eval.harness import AnswerCache, request_key
-from keproxy.eval.postedit import PromptRequest, fetch_answers
+from keproxy.eval.core.answers import PromptRequest, fetch_answers
+from keproxy.eval.core.cache import AnswerCache, request_key
 from keproxy.eval.postedit_data import EditCase, load_cases
 from keproxy.eval.postedit_metrics import QUERY_TYPES, QueryType, entailed, se_score, te_score
 from keproxy.memory.edits import Edit

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from keproxy.eval.chats.metrics import Summary
 from keproxy.eval.chats.run import ChatsReport, load_chats, run_chats
-from keproxy.eval.urls import base_url_option
+from keproxy.eval.core.urls import base_url_option
 
 __all__ = ["chats_table", "eval_chats_command", "plot_chats"]
 
