@@ -173,8 +173,8 @@ def replay_keic_cmd(
 ) -> None:
     """Replay KEIC dialogues (Fig. 3a) through the proxy; print CUR and update / no-update per strategy."""
     from keproxy.editors.templates import parse_template_range
-    from keproxy.eval.replay import replay_keic
-    from keproxy.eval.report import print_summary
+    from keproxy.eval.keic.replay import replay_keic
+    from keproxy.eval.keic.report import print_summary
 
     if arrangement not in ("cba", "cam"):
         console.print(f"[red]error:[/red] --arrangement must be cba or cam, got {arrangement!r}")
@@ -234,7 +234,7 @@ def _register_subcommands() -> None:
         eval_leme_command,
         eval_mquake_command,
     )
-    from keproxy.eval.keic_harness_cli import eval_keic_command
+    from keproxy.eval.keic.cli import eval_keic_command
     from keproxy.eval.postedit_cli import eval_postedit_command
     from keproxy.memory.cli import edits_app
     from keproxy.proxy.keys_cli import keys_app

@@ -29,8 +29,8 @@ from keproxy.editors.registry import EditorRegistry, EditorResources
 from keproxy.editors.reiterate import ReiterateEditor
 from keproxy.editors.verification import VerificationEditor
 from keproxy.errors import ConfigError
-from keproxy.eval import keic
-from keproxy.eval.keic import Dialogue, KEICInstance, build_dialogue, load_keic
+from keproxy.eval.keic import data as keic
+from keproxy.eval.keic.data import Dialogue, KEICInstance, build_dialogue, load_keic
 from keproxy.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from keproxy.eval.table2 import BASELINE, Table2Row
+from keproxy.eval.keic.table2 import BASELINE, Table2Row
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from keproxy.editors.base import message_text
-from keproxy.eval.keic import ANSWERS, Dialogue, KEICInstance
+from keproxy.eval.keic.data import ANSWERS, Dialogue, KEICInstance
 
 __all__ = [
     "Outcome",
@@ -163,12 +163,12 @@ class ReplayResult:
 
 @dataclass(frozen=True)
 class RunResult:
-    """One dialogue x strategy x run of the KEIC harness (:mod:`keproxy.eval.harness`): a row of ``runs.csv``.
+    """One dialogue x strategy x run of the KEIC harness (:mod:`keproxy.eval.keic.harness`): a row of ``runs.csv``.
 
     template: 1-15, or 0 for the no-update-phase baseline (strategy "baseline", arrangement "none").
     run: 0-based run index. answer: extracted "Yes"/"No" or None; outcome: :func:`score_answer`.
     cur: :func:`context_updated` of the forwarded history. cur_ext: the extended CUR of
-    :mod:`keproxy.eval.curx` (None until judged). stale_turns: forwarded Q/A turns still stating the old fact
+    :mod:`keproxy.eval.keic.cur` (None until judged). stale_turns: forwarded Q/A turns still stating the old fact
     (None until judged). input_tokens / upstream_calls: :func:`input_tokens` / :func:`upstream_calls`.
     latency_ms: the proxy's total, in ms. cached: the answer came from the harness cache, not a request.
     """

@@ -1,7 +1,7 @@
 """KEIC Table 2 scoring: update / no update / upper bound with top-K templates and majority voting.
 
 Pure functions over scored answers (anything with the fields of :class:`Scored`, e.g.
-:class:`keproxy.eval.metrics.RunResult`). A *cell* is one (strategy, arrangement) column of Table 2; a *unit*
+:class:`keproxy.eval.keic.metrics.RunResult`). A *cell* is one (strategy, arrangement) column of Table 2; a *unit*
 is one (instance, support_new variant) pair; each unit is answered once per template and run.
 
 Two ways to vote, both reported as "Maj" (KEIC §4.3, Table 2 caption; ties give N/A):
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from keproxy.eval.metrics import Outcome
+from keproxy.eval.keic.metrics import Outcome
 
 __all__ = [
     "BASELINE",

@@ -1,4 +1,4 @@
-"""Rich tables of a KEIC replay summary (the ``summary.json`` of :func:`keproxy.eval.replay.replay_keic`).
+"""Rich tables of a KEIC replay summary (the ``summary.json`` of :func:`keproxy.eval.keic.replay.replay_keic`).
 
 Templates 1-9 quote old and new knowledge, 10-15 only the new one (KEIC App. B.2); the paper reports them
 apart (§5, "Transferability of correction phase"), so the main table does too.

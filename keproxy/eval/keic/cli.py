@@ -1,4 +1,4 @@
-"""``keproxy eval keic``: the command-line face of :func:`keproxy.eval.harness.run_harness`.
+"""``keproxy eval keic``: the command-line face of :func:`keproxy.eval.keic.harness.run_harness`.
 
 :func:`eval_keic_command` is a plain function with typer ``Annotated`` options; the CLI registers it with
 ``eval_app.command("keic")(eval_keic_command)``. Exit codes: 0 done, 1 done but some dialogues failed (listed in
@@ -92,7 +92,7 @@ def eval_keic_command(
     from keproxy.datasets import dataset_path
     from keproxy.editors.templates import parse_template_range
     from keproxy.eval.core.proxy import HarnessError
-    from keproxy.eval.harness import HarnessConfig, run_harness
+    from keproxy.eval.keic.harness import HarnessConfig, run_harness
 
     err = Console(stderr=True)
     try:

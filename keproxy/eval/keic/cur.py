@@ -1,6 +1,6 @@
 """Extended context-update rate (CUR) and cost per strategy.
 
-The skeleton CUR (:func:`keproxy.eval.metrics.context_updated`) asks that ``support_old`` be gone from every
+The skeleton CUR (:func:`keproxy.eval.keic.metrics.context_updated`) asks that ``support_old`` be gone from every
 forwarded message but the correction turn and that the story turn hold ``support_new``. It cannot see a Q/A turn
 that *implies* the old fact without quoting it ("How many times did Grandma Fern rest?" – "Twice."). The
 extended CUR adds, for instances flagged ``history_mentions_old``: every forwarded Q/A turn that still states the
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from keproxy.editors.base import message_text
-from keproxy.eval.keic import Dialogue
-from keproxy.eval.metrics import RunResult, _mentions, context_updated
+from keproxy.eval.keic.data import Dialogue
+from keproxy.eval.keic.metrics import RunResult, _mentions, context_updated
 from keproxy.nli.base import LABELS, NLIBackend
 
 __all__ = [

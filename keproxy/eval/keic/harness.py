@@ -2,10 +2,10 @@
 proxy, cached, scored into KEIC Table 2, Table 1's cost columns and the extended CUR.
 
 For each run, instance, support_new variant, arrangement (CAM / CBA / CIM, KEIC §4.4, App. H.8), strategy and
-template, the OTC dialogue (:func:`keproxy.eval.keic.build_dialogue`) is sent with the official ``openai``
+template, the OTC dialogue (:func:`keproxy.eval.keic.data.build_dialogue`) is sent with the official ``openai``
 client and ``extra_body={"keproxy": {"strategy": s}}``; the proxy's transcript is fetched from
 ``GET {base_url}/keproxy/transcripts/{id}``. The no-update-phase baseline
-(:func:`keproxy.eval.keic.build_baseline_dialogue`, §4.4) is sent once per run, instance and variant with
+(:func:`keproxy.eval.keic.data.build_baseline_dialogue`, §4.4) is sent once per run, instance and variant with
 strategy "otc" and recorded as strategy "baseline", arrangement "none", template 0.
 
 The proxy is the one at ``base_url``, or, without one, a ``keproxy serve`` child process on a free port (as
@@ -19,9 +19,9 @@ re-scored without a request.
 Errors: a 4xx answer (unknown strategy or model, bad key) stops the run with :class:`HarnessError`; any other
 failed dialogue is listed in ``errors.jsonl``, left out of the scores and retried by the next run.
 
-Outputs in ``out``: ``runs.csv`` (one :class:`keproxy.eval.metrics.RunResult` per dialogue and run),
-``table2.md`` / ``table2.csv`` / ``baseline.csv`` (:mod:`keproxy.eval.table2`), ``cur.md`` / ``cur.csv``
-(:mod:`keproxy.eval.curx`), ``fig4_*.png`` (:mod:`keproxy.eval.plots`) and ``summary.json``.
+Outputs in ``out``: ``runs.csv`` (one :class:`keproxy.eval.keic.metrics.RunResult` per dialogue and run),
+``table2.md`` / ``table2.csv`` / ``baseline.csv`` (:mod:`keproxy.eval.keic.table2`), ``cur.md`` / ``cur.csv``
+(:mod:`keproxy.eval.keic.cur`), ``fig4_*.png`` (:mod:`keproxy.eval.keic.plots`) and ``summary.json``.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from keproxy.eval.core.cache import AnswerCache, request_key
 from keproxy.eval.core.proxy import HarnessError, default_model, serve_proxy
 from keproxy.eval.core.transcripts import complete_with_transcript
 from keproxy.eval.core.urls import ProxyRoot
-from keproxy.eval.curx import CurRow, StalenessJudge, cur_markdown, cur_table, extended_cur, write_cur_csv
-from keproxy.eval.keic import Dialogue, build_baseline_dialogue, build_dialogue, load_keic
-from keproxy.eval.metrics import (
+from keproxy.eval.keic.cur import CurRow, StalenessJudge, cur_markdown, cur_table, extended_cur, write_cur_csv
+from keproxy.eval.keic.data import Dialogue, build_baseline_dialogue, build_dialogue, load_keic
+from keproxy.eval.keic.metrics import (
     RunResult,
     context_updated,
     extract_answer,
@@ -55,7 +55,7 @@ from keproxy.eval.metrics import (
     score_answer,
     upstream_calls,
 )
-from keproxy.eval.table2 import (
+from keproxy.eval.keic.table2 import (
     BASELINE,
     Table2Row,
     Vote,
@@ -75,7 +75,7 @@ _DROPPED_KEYS = ("original_messages", "upstream_response")
 
 
 class HarnessConfig(BaseModel):
-    """What ``keproxy eval keic`` runs; each field has a command-line option (:mod:`.keic_harness_cli`)."""
+    """What ``keproxy eval keic`` runs; each field has a command-line option (:mod:`.cli`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -436,7 +436,7 @@ def _write_outputs(
         files.append(out / "baseline.csv")
     baseline = next((r for r in table if r.strategy == BASELINE), None)
     if config.plots and results:
-        from keproxy.eval.plots import write_plots
+        from keproxy.eval.keic.plots import write_plots
 
         files += write_plots(curve, out, None if baseline is None else {"update": baseline.update.mean})
     if errors:

@@ -3,10 +3,10 @@
 For each instance x support_new variant x template x strategy, the OTC dialogue (:func:`build_dialogue`) is
 sent to the proxy with the official ``openai`` client, the proxy's transcript of that request is fetched from
 ``GET {base_url}/keproxy/transcripts/{request_id}``, and the dialogue is scored: CUR from the transcript's
-``forwarded_messages``, update / no update / N/A from the reply (:mod:`keproxy.eval.metrics`).
+``forwarded_messages``, update / no update / N/A from the reply (:mod:`keproxy.eval.keic.metrics`).
 
 Outputs in ``out_dir``: ``dialogues.csv`` (one row per dialogue, :data:`CSV_COLUMNS`) and ``summary.json``
-(:func:`keproxy.eval.metrics.summarize`). A failed request or transcript fetch raises :class:`ReplayError`
+(:func:`keproxy.eval.keic.metrics.summarize`). A failed request or transcript fetch raises :class:`ReplayError`
 naming the dialogue; nothing is written then.
 """
 
@@ -27,8 +27,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from keproxy.editors.templates import parse_template_range
 from keproxy.eval.core.transcripts import ReplayError, complete_with_transcript
 from keproxy.eval.core.urls import proxy_root
-from keproxy.eval.keic import Dialogue, build_dialogue, load_keic
-from keproxy.eval.metrics import ReplayResult, context_updated, extract_answer, score_answer, summarize
+from keproxy.eval.keic.data import Dialogue, build_dialogue, load_keic
+from keproxy.eval.keic.metrics import ReplayResult, context_updated, extract_answer, score_answer, summarize
 
 __all__ = [
     "CSV_COLUMNS",
