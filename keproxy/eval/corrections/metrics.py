@@ -1,11 +1,4 @@
-"""Correction-detection evaluation on single-turn items (``shared/data/corrections``, see its README).
-
-Each item is an earlier statement (``context``, said by ``context_role``) and the user's next message
-(``utterance``); the label says whether the message corrects the statement, and which span ``old`` it
-replaces by ``new`` (two spans joined by ``" | "`` for ``multi`` items). A detector runs on the two-message
-chat ``[context, utterance]``; the item is predicted a correction when it reports one for the utterance.
-
-Metrics (:func:`score`):
+"""Correction-detection metrics (:func:`score`) over the predictions of :mod:`.run`.
 
 - precision, recall, F1 of the binary decision, overall and per style (``template``, ``paraphrase``,
   ``implicit``, ``multi``, ``negative-lookalike``, ``negative-plain``); the false-positive rate on the
@@ -18,97 +11,25 @@ Metrics (:func:`score`):
 
 from __future__ import annotations
 
-import json
 import re
-import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from keproxy.editors.base import Correction, CorrectionDetector, Message
 from keproxy.editors.locate import token_f1, word_tokens
+from keproxy.eval.corrections.data import NEGATIVE_STYLES, SPAN_SEPARATOR, STYLES
+from keproxy.eval.corrections.run import ItemPrediction
 
 __all__ = [
-    "NEGATIVE_STYLES",
-    "SPAN_SEPARATOR",
-    "STYLES",
     "BinaryCounts",
-    "CorrectionItem",
     "CorrectionsReport",
-    "ItemPrediction",
     "SpanScores",
-    "item_messages",
-    "load_corrections",
     "normalise_span",
-    "predict",
     "score",
     "span_exact",
     "span_token_f1",
 ]
-
-#: Styles of the corrections data, positives first.
-STYLES = ("template", "paraphrase", "implicit", "multi", "negative-lookalike", "negative-plain")
-NEGATIVE_STYLES = frozenset({"negative-lookalike", "negative-plain"})
-#: Joins the spans of a multi-fact item (``old`` and ``new`` alike).
-SPAN_SEPARATOR = " | "
-
-_KEYS = ("id", "context", "context_role", "utterance", "is_correction", "old", "new", "style")
-
-
-@dataclass(frozen=True)
-class CorrectionItem:
-    """One labelled item (the README's schema). ``old``/``new`` are None for negatives."""
-
-    id: str
-    context: str
-    context_role: str
-    utterance: str
-    is_correction: bool
-    old: str | None
-    new: str | None
-    style: str
-
-    @classmethod
-    def from_dict(cls, row: Mapping[str, Any]) -> CorrectionItem:
-        """Raises ValueError naming a missing key or a value of the wrong type."""
-        missing = [k for k in _KEYS if k not in row]
-        if missing:
-            raise ValueError(f"missing keys: {', '.join(missing)}")
-        for key in ("id", "context", "utterance", "style"):
-            if not isinstance(row[key], str):
-                raise ValueError(f"{key} must be a string")
-        if row["context_role"] not in ("user", "assistant"):
-            raise ValueError("context_role must be 'user' or 'assistant'")
-        if not isinstance(row["is_correction"], bool):
-            raise ValueError("is_correction must be a boolean")
-        for key in ("old", "new"):
-            if row[key] is not None and not isinstance(row[key], str):
-                raise ValueError(f"{key} must be a string or null")
-        return cls(**{k: row[k] for k in _KEYS})
-
-
-def load_corrections(path: str | Path) -> list[CorrectionItem]:
-    """The items of a JSONL file; raises ValueError with the line number of a bad line."""
-    items: list[CorrectionItem] = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            items.append(CorrectionItem.from_dict(json.loads(line)))
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"{path}:{number}: {exc}") from exc
-    return items
-
-
-def item_messages(item: CorrectionItem) -> list[Message]:
-    """The chat a detector sees: the context turn, then the user's utterance (index 1)."""
-    return [
-        {"role": item.context_role, "content": item.context},
-        {"role": "user", "content": item.utterance},
-    ]
-
 
 # ------------------------------------------------------------------------------------------ spans
 
@@ -137,64 +58,6 @@ def span_token_f1(predicted: Sequence[str | None], gold: str | None) -> float:
     got = [t for s in predicted if s for t in word_tokens(s)]
     want = [t for s in _split(gold) for t in word_tokens(s)]
     return token_f1(got, want)
-
-
-# ------------------------------------------------------------------------------------------ predictions
-
-
-@dataclass(frozen=True)
-class ItemPrediction:
-    """What a detector said about one item.
-
-    predicted: a correction was reported for the utterance (turn 1).
-    old, new: the spans of the reported corrections, in order (``old`` None for a new-only correction).
-    detectors: the detector names of those corrections ("cue", "cue+contradiction", ...).
-    latency_ms: the detector call, in ms.
-    """
-
-    id: str
-    style: str
-    gold: bool
-    predicted: bool
-    gold_old: str | None = None
-    gold_new: str | None = None
-    old: tuple[str | None, ...] = ()
-    new: tuple[str, ...] = ()
-    detectors: tuple[str, ...] = ()
-    confidence: float = 0.0
-    latency_ms: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["old"], out["new"], out["detectors"] = list(self.old), list(self.new), list(self.detectors)
-        return out
-
-
-def _prediction(item: CorrectionItem, found: Sequence[Correction], latency_ms: float) -> ItemPrediction:
-    mine = [c for c in found if c.turn_index == 1]
-    return ItemPrediction(
-        id=item.id,
-        style=item.style,
-        gold=item.is_correction,
-        predicted=bool(mine),
-        gold_old=item.old,
-        gold_new=item.new,
-        old=tuple(c.old for c in mine),
-        new=tuple(c.new for c in mine),
-        detectors=tuple(c.detector for c in mine),
-        confidence=max((c.confidence for c in mine), default=0.0),
-        latency_ms=round(latency_ms, 3),
-    )
-
-
-def predict(items: Iterable[CorrectionItem], detector: CorrectionDetector) -> list[ItemPrediction]:
-    """Run ``detector`` on every item (one call each, timed)."""
-    out: list[ItemPrediction] = []
-    for item in items:
-        t0 = time.perf_counter()
-        found = detector.detect(item_messages(item))
-        out.append(_prediction(item, found, 1000 * (time.perf_counter() - t0)))
-    return out
 
 
 # ------------------------------------------------------------------------------------------ scores

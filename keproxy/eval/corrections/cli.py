@@ -16,13 +16,9 @@ from rich.console import Console
 from rich.table import Table
 
 from keproxy.editors.detection import DetectorResources, build_detector
-from keproxy.eval.corrections import (
-    CorrectionsReport,
-    ItemPrediction,
-    load_corrections,
-    predict,
-    score,
-)
+from keproxy.eval.corrections.data import load_corrections
+from keproxy.eval.corrections.metrics import CorrectionsReport, score
+from keproxy.eval.corrections.run import ItemPrediction, predict
 
 __all__ = ["eval_corrections_command", "print_corrections_report", "report_tables"]
 
