@@ -235,7 +235,7 @@ def _register_subcommands() -> None:
         eval_mquake_command,
     )
     from keproxy.eval.keic.cli import eval_keic_command
-    from keproxy.eval.postedit_cli import eval_postedit_command
+    from keproxy.eval.postedit.cli import eval_postedit_command
     from keproxy.memory.cli import edits_app
     from keproxy.proxy.keys_cli import keys_app
     from keproxy.train.cli import train_app

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from keproxy.eval.postedit_metrics import (
+from keproxy.eval.postedit.metrics import (
     CaseScores,
     PostEditCase,
     PostEditScorer,

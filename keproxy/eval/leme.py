@@ -16,7 +16,7 @@ Measures (LEME §3.2–3.3, App. I, with keproxy's NLI backend instead of DeBERT
   the old fact ("<s> r o") and ground-truth statements of the entity ("The <property> of <entity> is <value>",
   values equal to o left out) — as *supports* / *neutral* / *contradicts*: supports when the NLI model's top
   label is entailment for the passage or one of its sentences sharing a content word with the claim
-  (:func:`keproxy.eval.postedit_metrics.premise_windows`), contradicts when it is contradiction for one of
+  (:func:`keproxy.eval.postedit.metrics.premise_windows`), contradicts when it is contradiction for one of
   them and none entails, neutral otherwise. The distribution per method, claim kind and passage is the main
   table (Fig. 4's layout);
 - **edit consistency** = main passages supporting the new fact, and related passages not contradicting it;
@@ -193,7 +193,7 @@ def classify_claims(nli: Any, pairs: Sequence[tuple[str, str]]) -> list[str]:
     """LEME §3.3 labels for (passage, claim) pairs: "supports" when entailment is the top label for the passage
     or one of its claim-sharing sentences, else "contradicts" when contradiction is, else "neutral"; one NLI
     batch for all pairs."""
-    from keproxy.eval.postedit_metrics import premise_windows
+    from keproxy.eval.postedit.metrics import premise_windows
 
     flat: list[tuple[str, str]] = []
     owner: list[int] = []

@@ -1,7 +1,7 @@
 """Training data of the post-editor: postEdit Algorithm 2, "Original Response Augment" and "Edited Response
 Augment" with its TE / SE filter.
 
-For each training case (:func:`keproxy.eval.postedit_data.load_cases`, split "train": CounterFact's val file,
+For each training case (:func:`keproxy.eval.postedit.data.load_cases`, split "train": CounterFact's val file,
 zsRE records 500+; never the evaluation split) and each of its queries x (Simple, Rephrase, OOS):
 
 1. y_o = f_base(x): the configured base model's answer, asked through a keproxy proxy with ``edit_mode:
@@ -27,8 +27,8 @@ from typing import Any
 
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache, request_key
-from keproxy.eval.postedit_data import EditCase, load_cases
-from keproxy.eval.postedit_metrics import QUERY_TYPES, QueryType, entailed, se_score, te_score
+from keproxy.eval.postedit.data import EditCase, load_cases
+from keproxy.eval.postedit.metrics import QUERY_TYPES, QueryType, entailed, se_score, te_score
 from keproxy.memory.edits import Edit
 from keproxy.nli.base import NLIBackend
 from keproxy.postedit import RETAIN_TOKEN, SpanPostEditor, fill_t_aug, fill_t_edit

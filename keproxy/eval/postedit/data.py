@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from keproxy.datasets import shared_data_dir
-from keproxy.eval.postedit_metrics import QUERY_TYPES, QueryType
+from keproxy.eval.postedit.metrics import QUERY_TYPES, QueryType
 from keproxy.memory.edits import Edit
 from keproxy.memory.importers import counterfact_edit, zsre_edit
 

@@ -23,7 +23,7 @@ mock with ``mock_response``) only when an answer is missing, unless ``base_url``
 Outputs in ``out``: ``cases.csv`` (one row per method and query with y_o, y_e and the four scores),
 ``table.md`` / ``table.csv`` (Table 1's layout over every query), ``table-paper.md`` / ``table-paper.csv`` (the
 same over postEdit's test set: the queries whose y_o passes App. C.1's filter,
-:func:`~keproxy.eval.postedit_metrics.paper_test_query`; n per type in the CSV), ``postedit.png`` and
+:func:`~keproxy.eval.postedit.metrics.paper_test_query`; n per type in the CSV), ``postedit.png`` and
 ``summary.json``.
 """
 
@@ -49,9 +49,8 @@ from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache, request_key
 from keproxy.eval.core.proxy import HarnessError, default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
-from keproxy.eval.postedit_data import EditCase, load_cases
-from keproxy.eval.postedit_metrics import (
-    METRICS,
+from keproxy.eval.postedit.data import EditCase, load_cases
+from keproxy.eval.postedit.metrics import (
     QUERY_TYPES,
     CaseScores,
     MetricRow,
@@ -61,6 +60,7 @@ from keproxy.eval.postedit_metrics import (
     paper_test_query,
     table_rows,
 )
+from keproxy.eval.postedit.report import plot_table, table_csv, table_markdown
 from keproxy.memory.edits import EditScope, RetrievedEdit
 from keproxy.postedit import PostEditor, PostEditResult, gate, preprocess
 
@@ -70,8 +70,6 @@ __all__ = [
     "PostEditEvalReport",
     "method_names",
     "run_postedit_eval",
-    "table_csv",
-    "table_markdown",
 ]
 
 #: Method label -> pre-processing mode sent upstream.
@@ -82,7 +80,7 @@ _SCOPE = EditScope(tenant="default")
 
 
 class PostEditEvalConfig(BaseModel):
-    """What ``keproxy eval postedit`` runs; each field has a command-line option (:mod:`.postedit_cli`)."""
+    """What ``keproxy eval postedit`` runs; each field has a command-line option (:mod:`.cli`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -123,7 +121,7 @@ class PostEditEvalConfig(BaseModel):
 @dataclass
 class PostEditEvalReport:
     """What a run produced. rows: Table 1 over every query; paper_rows: over postEdit's test set only
-    (:func:`~keproxy.eval.postedit_metrics.paper_test_query`). requests: upstream answers asked; cached: answers
+    (:func:`~keproxy.eval.postedit.metrics.paper_test_query`). requests: upstream answers asked; cached: answers
     read from the cache."""
 
     rows: list[MetricRow]
@@ -391,64 +389,7 @@ def run_postedit_eval(
     return report
 
 
-# --- tables and plot ----------------------------------------------------------------------------------------
-
-_COLUMNS = ("simple", "rephrase", "oos", "AVG", "HM")
-_HEAD = {"simple": "Simple", "rephrase": "Rephrase", "oos": "OOS", "AVG": "AVG", "HM": "HM"}
-
-
-def _fmt(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.2f}"
-
-
-def table_markdown(rows: Sequence[MetricRow]) -> str:
-    """Table 1's layout in markdown: rows = methods; per metric TE / SE / TR / SR the columns Simple, Rephrase,
-    OOS, AVG, HM (percent)."""
-    header = ["Method"] + [f"{m} {_HEAD[c]}" for m in METRICS for c in _COLUMNS]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in rows:
-        cells = [_fmt(row.cells[m][c]) for m in METRICS for c in _COLUMNS]
-        lines.append("| " + " | ".join([row.method, *cells]) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def table_csv(rows: Sequence[MetricRow], path: Path) -> None:
-    """Write the table as CSV: ``method`` then ``{metric}_{column}`` columns (percent, 4 decimals)."""
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(
-            ["method", *(f"{m}_{c}" for m in METRICS for c in _COLUMNS), *(f"n_{t}" for t in QUERY_TYPES)]
-        )
-        for row in rows:
-            writer.writerow([row.method, *(round(row.cells[m][c], 4) for m in METRICS for c in _COLUMNS),
-                             *(row.n[t] for t in QUERY_TYPES)])  # fmt: skip
-
-
-def _plot(rows: Sequence[MetricRow], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, axes = plt.subplots(1, len(METRICS), figsize=(4 * len(METRICS), 3.6), sharey=True)
-    width = 0.8 / max(len(rows), 1)
-    xs = np.arange(len(_COLUMNS))
-    for ax, metric in zip(axes, METRICS, strict=True):
-        for i, row in enumerate(rows):
-            values = [0.0 if math.isnan(v) else v for v in (row.cells[metric][c] for c in _COLUMNS)]
-            ax.bar(xs + i * width - 0.4 + width / 2, values, width, label=row.method)
-        ax.set_xticks(xs, [_HEAD[c] for c in _COLUMNS])
-        ax.set_title(metric)
-        ax.set_ylim(0, 100)
-    axes[0].set_ylabel("%")
-    # one legend under the panels: inside a panel it covers the bars
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(rows), fontsize=8, frameon=False)
-    fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+# --- outputs ------------------------------------------------------------------------------------------------
 
 
 def _write_outputs(
@@ -484,5 +425,5 @@ def _write_outputs(
     files[5].write_text(json.dumps(summary, indent=2, allow_nan=True), encoding="utf-8")
     if config.plots and report.rows:
         files.append(out / "postedit.png")
-        _plot(report.rows, files[-1], f"postEdit metrics on {config.data} (n={config.n})")
+        plot_table(report.rows, files[-1], f"postEdit metrics on {config.data} (n={config.n})")
     return files

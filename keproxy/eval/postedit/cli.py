@@ -1,4 +1,4 @@
-"""``keproxy eval postedit``: the command-line face of :func:`keproxy.eval.postedit.run_postedit_eval`.
+"""``keproxy eval postedit``: the command-line face of :func:`keproxy.eval.postedit.run.run_postedit_eval`.
 
 :func:`eval_postedit_command` is a plain function with typer ``Annotated`` options; the CLI registers it with
 ``eval_app.command("postedit")(eval_postedit_command)``. Exit codes: 0 done, 2 bad arguments or a fatal error.
@@ -70,7 +70,7 @@ def eval_postedit_command(
     from pydantic import ValidationError
 
     from keproxy.eval.core.proxy import HarnessError
-    from keproxy.eval.postedit import PostEditEvalConfig, run_postedit_eval
+    from keproxy.eval.postedit.run import PostEditEvalConfig, run_postedit_eval
 
     err = Console(stderr=True)
     try:
