@@ -228,7 +228,7 @@ def demo(
 def _register_subcommands() -> None:
     from keproxy.eval.chats.cli import eval_chats_command
     from keproxy.eval.corrections.cli import eval_corrections_command
-    from keproxy.eval.elken_cli import (
+    from keproxy.eval.elken.cli import (
         eval_elken_command,
         eval_elken_scope_command,
         eval_leme_command,

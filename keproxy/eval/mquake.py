@@ -45,7 +45,7 @@ from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache
 from keproxy.eval.core.proxy import default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
-from keproxy.eval.elken import normalize_answer
+from keproxy.eval.elken.metrics import normalize_answer
 from keproxy.memory.edits import Edit, EditScope
 
 __all__ = [

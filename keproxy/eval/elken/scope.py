@@ -49,7 +49,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from keproxy.eval.elken_data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
+from keproxy.eval.elken.data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
 from keproxy.memory.edits import Edit, EditScope, RetrievedEdit
 from keproxy.memory.embeddings import Embedder
 
@@ -89,7 +89,7 @@ def default_serac_threshold() -> float:
 
 
 class ElkenScopeConfig(BaseModel):
-    """What ``keproxy eval elken-scope`` runs; each field has a command-line option (:mod:`.elken_cli`)."""
+    """What ``keproxy eval elken-scope`` runs; each field has a command-line option (:mod:`.cli`)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -35,9 +35,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-import re
 import shutil
-import string
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -51,22 +49,21 @@ from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache
 from keproxy.eval.core.proxy import default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
-from keproxy.eval.elken_data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
-from keproxy.eval.elken_scope import BM25EventRetriever, default_serac_threshold
+from keproxy.eval.elken.data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
+from keproxy.eval.elken.metrics import (
+    ElkenRow,
+    answer_correct,
+    answers_same,
+    parse_consistency,
+    parse_rubric,
+    rate,
+)
+from keproxy.eval.elken.prompts import CONSISTENCY_PROMPT, RUBRIC_PROMPT, question_prompt
+from keproxy.eval.elken.report import plot_rows, table_markdown
+from keproxy.eval.elken.scope import BM25EventRetriever, default_serac_threshold
 from keproxy.memory.edits import EditScope, RetrievedEdit
 
-__all__ = [
-    "ELKEN_METHODS",
-    "ElkenEvalConfig",
-    "ElkenEvalReport",
-    "ElkenRow",
-    "fact_correct",
-    "normalize_answer",
-    "parse_consistency",
-    "parse_option",
-    "parse_rubric",
-    "run_elken_eval",
-]
+__all__ = ["ELKEN_METHODS", "ElkenEvalConfig", "ElkenEvalReport", "run_elken_eval"]
 
 ElkenMethod = Literal["none", "ice", "bm25", "dense", "serac", "postedit"]
 #: Method key -> table label.
@@ -81,124 +78,9 @@ ELKEN_METHODS: dict[str, str] = {
 _ORDER: tuple[ElkenMethod, ...] = ("none", "ice", "bm25", "dense", "serac", "postedit")
 _SCOPE = EditScope(tenant="default")
 
-# ELKEN Table 12 (with the event) and the same instruction without it for f_θ (no edit).
-FACT_INSTRUCTION = (
-    "Given an event, assuming that the event has occurred, please answer the corresponding questions based on "
-    "the event and your own knowledge. If you do not know the answer to the question, please respond with "
-    "'unknown'. Please only output a noun (usually an entity) as the answer, and do not output a complete "
-    "sentence."
-)
-FACT_INSTRUCTION_NO_EVENT = (
-    "Please answer the question based on your own knowledge. If you do not know the answer to the question, "
-    "please respond with 'unknown'. Please only output a noun (usually an entity) as the answer, and do not "
-    "output a complete sentence."
-)
-TENDENCY_M_INSTRUCTION = (
-    "Given an event, assuming that the event has occurred, please answer the corresponding questions based on "
-    "the event and your knowledge. Please only output the option A, B, or C as the answer, and do not output "
-    "brackets. Do not output a complete sentence or the full answer span."
-)
-TENDENCY_M_INSTRUCTION_NO_EVENT = (
-    "Please answer the question based on your knowledge. Please only output the option A, B, or C as the "
-    "answer, and do not output brackets. Do not output a complete sentence or the full answer span."
-)
-TENDENCY_G_INSTRUCTION = (
-    "Given an event, assuming that the event has occurred, please answer the corresponding questions based on "
-    "the event and your knowledge."
-)
-TENDENCY_G_INSTRUCTION_NO_EVENT = "Please answer the question based on your knowledge."
-
-# ELKEN Table 13 (one demonstration each; the paper uses two, the second is not printed).
-RUBRIC_PROMPT = """You are a fair assessment expert, and you will be given a set of (event, question, answer, label) quadruples. The answer is obtained by answering the question based on the event (assuming the event has occurred). The answer usually consists of a judgment (or a claim) and some reasons (or explanations) for the judgment. The label is a general judgment annotated by humans for the question. Your task is to score the answers according to the following requirements:
-a. You should score the answer based on the provided label.
-b. You should rate the answer on 4 metrics, for the first 3 metrics, assign a score between 1 and 5, with 5 being the highest:
-1. For accuracy, you will score whether the answer correctly answers the question, i.e., whether the judgment in the answer is consistent with the provided label.
-2. For coherence, you will assess whether the reasons and explanations in the answer are reasonable and logically consistent.
-3. For comprehensive, you will determine if the answer covers multiple aspects of the reasons and explanations and provides a comprehensive response.
-4. Finally, you will provide an overall score between 1 and 5, with 5 being the highest. If accuracy <= 3, the overall should not be higher than 3.
-You should only give the integer score. DO NOT complete the answer!
-
-Demonstration
-Input: Event: Google reveals plans to create a virtual reality metaverse platform.
-Question: How could the job market be influenced by the integration of the metaverse platform?
-Answer: As a result of the integration of a virtual reality metaverse platform, the job market could see significant changes and new opportunities. Industries related to virtual reality, augmented reality, and computer graphics may experience an increased demand for skilled professionals, such as software developers, 3D modelers, user experience designers, and virtual environment architects. Overall, the integration of the metaverse platform may create a need for a diverse range of new skills and roles within the job market.
-Label: Increase in demand for VR-related professionals
-Output: accuracy: 5; coherence: 5; comprehensiveness: 5; overall: 5
-
-Input: Event: {event}
-Question: {question}
-Answer: {answer}
-Label: {label}
-Output:"""
-
-CONSISTENCY_PROMPT = """You are a fair assessment expert, and please decide whether the two answers below are consistent. Your task is to score the consistency of the two answers according to the following requirements:
-1. You should assign a consistency score between 1 and 5, with 5 being the highest.
-2. Please score primarily on the basis of the tendency judgments in the two answers, and score 1 if the tendencies mentioned in two answers are completely inconsistent.
-Please output the score directly, like Score: 3. Please do not answer with any text, just output the score.
-
-Input:
-Answer1: {before}
-Answer2: {after}
-Output:"""
-
-_RUBRIC_KEYS = ("accuracy", "coherence", "comprehensiveness", "overall")
-_RUBRIC = {key: re.compile(rf"{key[:9]}\w*\s*[:=]\s*([1-5])\b", re.I) for key in _RUBRIC_KEYS}
-_CONSISTENCY = re.compile(r"score\s*[:=]?\s*([1-5])\b", re.I)
-_OPTION_LETTER = re.compile(r"^\W*\(?([ABC])\)?(?:\W|$)")
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD-style normalisation of a short answer's first line: lower case, no punctuation, no articles, single
-    spaces. "The  U.S. Senate." -> "us senate"."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    line = line.removeprefix("Answer:").removeprefix("answer:")
-    return " ".join(_ARTICLES.sub(" ", line.lower().translate(_PUNCT)).split())
-
-
-def fact_correct(prediction: str, question: ElkenQuestion) -> bool:
-    """ELKEN Factual Knowledge exact match: the normalised prediction equals the normalised answer or an alias;
-    for an unknown answer (§4.1), the prediction must be "unknown"."""
-    pred = normalize_answer(prediction)
-    if question.unknown:
-        return pred == "unknown"
-    return pred != "" and pred in {normalize_answer(a) for a in question.answers}
-
-
-def parse_option(prediction: str, options: Sequence[str] = ()) -> str | None:
-    """The option letter of a Tendency-M answer: a leading "A" / "(B)" / "C." or, failing that, the only option
-    whose text the answer starts with. None when neither is found."""
-    match = _OPTION_LETTER.match(prediction)
-    if match:
-        return match.group(1)
-    pred = normalize_answer(prediction)
-    hits = [chr(ord("A") + i) for i, o in enumerate(options) if pred and pred.startswith(normalize_answer(o))]
-    return hits[0] if len(hits) == 1 else None
-
-
-def parse_rubric(text: str) -> dict[str, int] | None:
-    """Table 13's four integer scores ("accuracy: 5; coherence: 4; ...") or None when any is missing. The rule
-    "if accuracy <= 3 the overall is not higher than 3" is enforced by capping."""
-    scores: dict[str, int] = {}
-    for key, pattern in _RUBRIC.items():
-        match = pattern.search(text)
-        if match is None:
-            return None
-        scores[key] = int(match.group(1))
-    if scores["accuracy"] <= 3:
-        scores["overall"] = min(scores["overall"], 3)
-    return scores
-
-
-def parse_consistency(text: str) -> int | None:
-    """The 1–5 consistency score of Table 13's locality prompt ("Score: 4", or a bare leading digit)."""
-    match = _CONSISTENCY.search(text) or re.match(r"^\s*([1-5])\b", text)
-    return int(match.group(1)) if match else None
-
 
 class ElkenEvalConfig(BaseModel):
-    """What ``keproxy eval elken`` runs; each field has a command-line option (:mod:`.elken_cli`)."""
+    """What ``keproxy eval elken`` runs; each field has a command-line option (:mod:`.cli`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -224,29 +106,6 @@ class ElkenEvalConfig(BaseModel):
 
 
 @dataclass
-class ElkenRow:
-    """One table row: a kind ("fact", "tendency-m", "tendency-g") and a method; rates in [0, 1] (None: no
-    question of that sort)."""
-
-    kind: str
-    method: str
-    q_level: float | None
-    e_level: float | None
-    locality: float | None
-    recall_at_1: float | None
-    rejection: float | None
-    n_in: int
-    n_out: int
-    n_events: int
-    known: float | None = None
-    unknown: float | None = None
-    unparsed: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
-
-
-@dataclass
 class ElkenEvalReport:
     rows: list[ElkenRow]
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -269,33 +128,11 @@ class _Item:
     request: PromptRequest
 
 
-def _prompt(fmt: str, question: ElkenQuestion, event: str | None) -> str:
-    if fmt == "fact":
-        head = FACT_INSTRUCTION if event else FACT_INSTRUCTION_NO_EVENT
-        ask = question.question
-    elif fmt == "tendency-m":
-        head = TENDENCY_M_INSTRUCTION if event else TENDENCY_M_INSTRUCTION_NO_EVENT
-        ask = question.prompt
-    else:
-        head = TENDENCY_G_INSTRUCTION if event else TENDENCY_G_INSTRUCTION_NO_EVENT
-        ask = question.question
-    body = f"Event: {event}\nQuestion: {ask}\nAnswer:" if event else f"Question: {ask}\nAnswer:"
-    return f"{head}\n\n{body}"
-
-
 def _progress(enabled: bool) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     return Progress(*columns, disable=not enabled)
-
-
-def _rate(values: Sequence[bool]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
 
 
 class _Retrieval:
@@ -345,18 +182,6 @@ def _formats(kind: str, tendency_g: bool) -> list[str]:
     return ["tendency-m", "tendency-g"] if tendency_g else ["tendency-m"]
 
 
-def _correct(fmt: str, answer: str, question: ElkenQuestion) -> bool:
-    if fmt == "fact":
-        return fact_correct(answer, question)
-    return parse_option(answer, question.options) == question.answer
-
-
-def _same(fmt: str, before: str, after: str, question: ElkenQuestion) -> bool:
-    if fmt == "fact":
-        return normalize_answer(before) == normalize_answer(after)
-    return parse_option(before, question.options) == parse_option(after, question.options)
-
-
 @dataclass
 class _Plan:
     """Every request of a run: items per format (in method order) and the event texts by edit id."""
@@ -389,7 +214,7 @@ def _plan(config: ElkenEvalConfig, methods: Sequence[str], model: str, gate: flo
                         event_id = _event_for(method, q.question, case, retrieval, gate)
                         shown = None if method == "postedit" else event_id  # postEdit edits y_o afterwards
                         event = retrieval.events[shown] if shown else None
-                        messages = [{"role": "user", "content": _prompt(fmt, q, event)}]
+                        messages = [{"role": "user", "content": question_prompt(fmt, q, event)}]
                         request = PromptRequest.of(model, messages, params)
                         items.append(_Item(case, q, fmt, method, event_id, event, request))
     return plan
@@ -479,7 +304,7 @@ def _post_edit(
             if item.event_id is None:
                 continue
             event = plan.events[item.event_id]
-            x = _prompt(item.fmt, item.question, None)
+            x = question_prompt(item.fmt, item.question, None)
             cache_key = request_key(
                 model, [{"role": "user", "content": f"{event}\n{x}\n{y_o}"}], "postedit", {}, 0
             )
@@ -579,72 +404,27 @@ def _rows(
                     unparsed += score is None
                     same.append(score == 5)
             else:
-                right = {_key(i): _correct(fmt, answers[_key(i)], i.question) for i in ins}
-                same = [_same(fmt, answers[_key(i, "none")], answers[_key(i)], i.question) for i in outs]
+                right = {_key(i): answer_correct(fmt, answers[_key(i)], i.question) for i in ins}
+                same = [
+                    answers_same(fmt, answers[_key(i, "none")], answers[_key(i)], i.question) for i in outs
+                ]
             per_event: dict[str, list[bool]] = {}
             for i in ins:
                 per_event.setdefault(i.case.case_id, []).append(right[_key(i)])
             retrieves = method != "none"
             row = ElkenRow(
                 kind=fmt, method=ELKEN_METHODS[method],
-                q_level=_rate(list(right.values())), e_level=_rate([all(v) for v in per_event.values()]),
-                locality=_rate(same),
-                recall_at_1=_rate([i.event_id == i.case.edit.id for i in ins]) if retrieves else None,
-                rejection=_rate([i.event_id is None for i in outs]) if retrieves else None,
+                q_level=rate(list(right.values())), e_level=rate([all(v) for v in per_event.values()]),
+                locality=rate(same),
+                recall_at_1=rate([i.event_id == i.case.edit.id for i in ins]) if retrieves else None,
+                rejection=rate([i.event_id is None for i in outs]) if retrieves else None,
                 n_in=len(ins), n_out=len(outs), n_events=len(per_event), unparsed=unparsed,
             )  # fmt: skip
             if fmt == "fact":
-                row.known = _rate([right[_key(i)] for i in ins if not i.question.unknown])
-                row.unknown = _rate([right[_key(i)] for i in ins if i.question.unknown])
+                row.known = rate([right[_key(i)] for i in ins if not i.question.unknown])
+                row.unknown = rate([right[_key(i)] for i in ins if i.question.unknown])
             rows.append(row)
     return rows
-
-
-_HEAD = ("| Questions | Method | Q-Level | E-Level | Locality | Known | Unknown | Scope recall@1 | OOS rejection "
-         "| n in / out / events |")  # fmt: skip
-
-
-def table_markdown(rows: Sequence[ElkenRow]) -> str:
-    """ELKEN Table 2's columns (reliability at question and edit level, locality; %) plus Table 3's Known /
-    Unknown split and the scope columns, a row per question set and method."""
-    lines = [_HEAD, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    names = {"fact": "Factual Knowledge", "tendency-m": "Tendency-M", "tendency-g": "Tendency-G (full mark)"}
-    for r in rows:
-        lines.append(
-            f"| {names[r.kind]} | {r.method} | {_pct(r.q_level)} | {_pct(r.e_level)} | {_pct(r.locality)} "
-            f"| {_pct(r.known)} | {_pct(r.unknown)} | {_pct(r.recall_at_1)} | {_pct(r.rejection)} "
-            f"| {r.n_in} / {r.n_out} / {r.n_events} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _plot(rows: Sequence[ElkenRow], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    kinds = list(dict.fromkeys(r.kind for r in rows))
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4), squeeze=False)
-    for ax, kind in zip(axes[0], kinds, strict=True):
-        mine = [r for r in rows if r.kind == kind]
-        x = np.arange(len(mine))
-        for offset, (label, values) in zip(
-            (-0.27, 0.0, 0.27),
-            (("Q-Level", [r.q_level for r in mine]), ("E-Level", [r.e_level for r in mine]),
-             ("Locality", [r.locality for r in mine])),
-            strict=True,
-        ):  # fmt: skip
-            ax.bar(x + offset, [100 * (v or 0) for v in values], width=0.27, label=label)
-        ax.set_xticks(x, [r.method.split(" (")[0] for r in mine], rotation=30, ha="right")
-        ax.set_ylim(0, 100)
-        ax.set_title(kind)
-        ax.set_ylabel("%")
-    axes[0][0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def _write_outputs(
@@ -669,7 +449,9 @@ def _write_outputs(
             for i in items:
                 answer = answers.get(_key(i), "")
                 correct = (
-                    _correct(fmt, answer, i.question) if fmt != "tendency-g" and i.question.in_scope else ""
+                    answer_correct(fmt, answer, i.question)
+                    if fmt != "tendency-g" and i.question.in_scope
+                    else ""
                 )
                 rows.writerow([fmt, i.method, i.case.case_id, i.question.in_scope, i.question.prompt,
                                  i.question.answer, i.event_id or "", answer, correct,
@@ -679,6 +461,6 @@ def _write_outputs(
                "rows": [r.as_dict() for r in report.rows]}  # fmt: skip
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     if config.plots and report.rows:
-        _plot(report.rows, out / "elken.png")
+        plot_rows(report.rows, out / "elken.png")
         files.append(out / "elken.png")
     return files

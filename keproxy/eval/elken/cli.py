@@ -1,5 +1,5 @@
 """The event-level and long-form evals' command lines: ``keproxy eval elken-scope``, ``elken``, ``mquake`` and
-``leme`` (:func:`keproxy.eval.elken_scope.run_elken_scope`, :func:`keproxy.eval.elken.run_elken_eval`,
+``leme`` (:func:`keproxy.eval.elken.scope.run_elken_scope`, :func:`keproxy.eval.elken.run.run_elken_eval`,
 :func:`keproxy.eval.mquake.run_mquake_eval`, :func:`keproxy.eval.leme.run_leme_eval`).
 
 Plain functions with typer ``Annotated`` options; the CLI registers them with ``eval_app.command(...)``. Exit
@@ -102,7 +102,7 @@ def eval_elken_scope_command(
 ) -> None:
     """ELKEN event retrieval scope without an upstream: in-scope recall@1 of the right event and out-of-scope
     rejection rate for sparse (BM25), dense (MiniLM), keproxy's SERAC gate and the ICE oracle."""
-    from keproxy.eval.elken_scope import ElkenScopeConfig, run_elken_scope
+    from keproxy.eval.elken.scope import ElkenScopeConfig, run_elken_scope
 
     def build() -> ElkenScopeConfig:
         fields: dict[str, object] = {
@@ -157,7 +157,7 @@ def eval_elken_command(
 ) -> None:
     """ELKEN through the proxy: Factual Knowledge (exact match, Known / Unknown), Tendency-M and optionally
     Tendency-G; question- and edit-level reliability, locality and scope per method (ELKEN §3.1, Table 2)."""
-    from keproxy.eval.elken import ElkenEvalConfig, run_elken_eval
+    from keproxy.eval.elken.run import ElkenEvalConfig, run_elken_eval
 
     def build() -> ElkenEvalConfig:
         return ElkenEvalConfig(
