@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from keproxy.cli import app
 from keproxy.datasets import shared_data_dir
+from keproxy.eval.core.metrics import normalize_answer
 from keproxy.eval.elken.data import ElkenQuestion, load_elken
 from keproxy.eval.elken.metrics import (
     fact_correct,
-    normalize_answer,
     parse_consistency,
     parse_option,
     parse_rubric,

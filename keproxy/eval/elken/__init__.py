@@ -7,7 +7,6 @@ from keproxy.eval.elken.data import ELKEN_KINDS, ELKEN_SPLITS, ElkenCase, ElkenQ
 from keproxy.eval.elken.metrics import (
     ElkenRow,
     fact_correct,
-    normalize_answer,
     parse_consistency,
     parse_option,
     parse_rubric,
@@ -38,7 +37,6 @@ __all__ = [
     "ScopeRow",
     "fact_correct",
     "load_elken",
-    "normalize_answer",
     "parse_consistency",
     "parse_option",
     "parse_rubric",

@@ -1,6 +1,6 @@
-"""The event-level and long-form evals' command lines: ``keproxy eval elken-scope``, ``elken``, ``mquake`` and
-``leme`` (:func:`keproxy.eval.elken.scope.run_elken_scope`, :func:`keproxy.eval.elken.run.run_elken_eval`,
-:func:`keproxy.eval.mquake.run_mquake_eval`, :func:`keproxy.eval.leme.run_leme_eval`).
+"""The event-level and long-form evals' command lines: ``keproxy eval elken-scope``, ``elken`` and ``leme``
+(:func:`keproxy.eval.elken.scope.run_elken_scope`, :func:`keproxy.eval.elken.run.run_elken_eval`,
+:func:`keproxy.eval.leme.run_leme_eval`).
 
 Plain functions with typer ``Annotated`` options; the CLI registers them with ``eval_app.command(...)``. Exit
 codes: 0 done, 2 bad arguments or a fatal error (missing shared data, missing embedding model, proxy trouble).
@@ -8,65 +8,27 @@ codes: 0 done, 2 bad arguments or a fatal error (missing shared data, missing em
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from keproxy.eval.core.urls import base_url_option
+from keproxy.eval.core.cli import (
+    ApiKey,
+    BaseUrl,
+    MockResponse,
+    ModelAlias,
+    ShowProgress,
+    comma_list,
+    run_config,
+)
 
-__all__ = ["eval_elken_command", "eval_elken_scope_command", "eval_leme_command", "eval_mquake_command"]
-
-# Options every eval that asks the proxy takes.
-BaseUrl = Annotated[
-    str | None,
-    typer.Option(
-        help="Proxy URL, root or /v1 (http://127.0.0.1:8000/v1); default: start `keproxy serve` on a free port.",
-        callback=base_url_option,
-    ),
-]
-ModelAlias = Annotated[str | None, typer.Option(help="Model alias; required with --base-url.")]
-MockResponse = Annotated[
-    str | None, typer.Option(help="Self-started proxy only: answer every request with this text.")
-]
-ApiKey = Annotated[str, typer.Option(help="Bearer key for the proxy.")]
-ShowProgress = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
-
-C = TypeVar("C")
-R = TypeVar("R")
-
-
-def _csv(value: str) -> list[str]:
-    return [v.strip().lower() for v in value.split(",") if v.strip()]
+__all__ = ["eval_elken_command", "eval_elken_scope_command", "eval_leme_command"]
 
 
 def _floats(value: str | None) -> list[float] | None:
-    return None if value is None else [float(v) for v in _csv(value)]
-
-
-def _fail(err: Console, exc: BaseException) -> NoReturn:
-    err.print(f"[red]error:[/red] {exc}")
-    raise typer.Exit(2) from None
-
-
-def _run(err: Console, build: Callable[[], C], run: Callable[..., R]) -> tuple[C, R]:
-    """``build()`` the config (a bad argument exits 2), then ``run(config, log=...)`` (missing data or model,
-    proxy trouble: exit 2)."""
-    from pydantic import ValidationError
-
-    from keproxy.eval.core.proxy import HarnessError
-    from keproxy.memory.embeddings import EmbedderError
-
-    try:
-        config = build()
-    except (ValidationError, ValueError) as exc:
-        _fail(err, exc)
-    try:
-        return config, run(config, log=err.log)
-    except (FileNotFoundError, ValueError, EmbedderError, HarnessError) as exc:
-        _fail(err, exc)
+    return None if value is None else [float(v) for v in comma_list(value)]
 
 
 def eval_elken_scope_command(
@@ -107,14 +69,14 @@ def eval_elken_scope_command(
     def build() -> ElkenScopeConfig:
         fields: dict[str, object] = {
             "split": split.lower(), "kind": kind.lower(), "data_dir": data_dir, "n": n, "memory": memory.lower(),
-            "methods": _csv(methods), "out": out, "bm25_threshold": bm25_threshold,
+            "methods": comma_list(methods), "out": out, "bm25_threshold": bm25_threshold,
             "dense_threshold": dense_threshold, "serac_threshold": serac_threshold, "progress": progress,
             "plots": plots, "bm25_sweep": _floats(bm25_sweep), "dense_sweep": _floats(dense_sweep),
         }  # fmt: skip
         return ElkenScopeConfig.model_validate({k: v for k, v in fields.items() if v is not None or k == "n"})
 
     err = Console(stderr=True)
-    config, report = _run(err, build, run_elken_scope)
+    config, report = run_config(err, build, run_elken_scope)
     print((config.out / "table.md").read_text(encoding="utf-8"))
     counts = "; ".join(
         f"{kind}: {c['cases']} of {c['memory_events']} events, {c['in_scope']} in-scope / "
@@ -161,62 +123,18 @@ def eval_elken_command(
 
     def build() -> ElkenEvalConfig:
         return ElkenEvalConfig(
-            split=split.lower(), kind=kind.lower(), data_dir=data_dir, n=n, methods=_csv(methods),  # type: ignore[arg-type]
+            split=split.lower(), kind=kind.lower(), data_dir=data_dir, n=n, methods=comma_list(methods),  # type: ignore[arg-type]
             tendency_g=tendency_g, out=out, base_url=base_url, model=model, judge_model=judge_model,
             mock_response=mock_response, api_key=api_key, serac_threshold=serac_threshold, progress=progress,
             plots=plots,
         )  # fmt: skip
 
     err = Console(stderr=True)
-    config, report = _run(err, build, run_elken_eval)
+    config, report = run_config(err, build, run_elken_eval)
     print((config.out / "table.md").read_text(encoding="utf-8"))
     err.print(
         f"ELKEN {config.split}: {report.requests} answers asked, {report.cached} cached; "
         f"{report.seconds:.0f} s; wrote {', '.join(p.name for p in report.files)} to {config.out}"
-    )
-
-
-def eval_mquake_command(
-    n: Annotated[int, typer.Option("--n", min=1, help="MQuAKE-hard cases (of 429).")] = 50,
-    k: Annotated[int, typer.Option("--k", min=1, help="Edits retrieved per multi-hop question.")] = 4,
-    memory: Annotated[
-        str, typer.Option(help="'all': every evaluated case's edits are searched; 'case': only its own four.")
-    ] = "all",
-    methods: Annotated[str, typer.Option(help="Comma-separated: none, gold, retrieval, hops.")] = (
-        "none,gold,retrieval,hops"
-    ),
-    single_hop: Annotated[
-        bool, typer.Option("--single-hop/--no-single-hop", help="Also ask the new single-hop questions.")
-    ] = True,
-    data_dir: Annotated[
-        Path | None, typer.Option(help="Folder holding mquake/; default: the shared data folder.")
-    ] = None,
-    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("mquake-eval"),
-    base_url: BaseUrl = None,
-    model: ModelAlias = None,
-    mock_response: MockResponse = None,
-    api_key: ApiKey = "keproxy",
-    progress: ShowProgress = True,
-    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write mquake.png.")] = True,
-) -> None:
-    """MQuAKE-hard through the proxy: multi-hop accuracy with no edit, the gold edits, top-k retrieval and
-    per-hop retrieval; per-hop recall and single-hop accuracy."""
-    from keproxy.eval.mquake import MQuAKEEvalConfig, run_mquake_eval
-
-    def build() -> MQuAKEEvalConfig:
-        return MQuAKEEvalConfig(
-            n=n, k=k, memory=memory.lower(), methods=_csv(methods), single_hop=single_hop,  # type: ignore[arg-type]
-            data_dir=data_dir, out=out, base_url=base_url, model=model, mock_response=mock_response,
-            api_key=api_key, progress=progress, plots=plots,
-        )  # fmt: skip
-
-    err = Console(stderr=True)
-    config, report = _run(err, build, run_mquake_eval)
-    print((config.out / "table.md").read_text(encoding="utf-8"))
-    print((config.out / "hops.md").read_text(encoding="utf-8"))
-    err.print(
-        f"MQuAKE-hard: {report.requests} answers asked, {report.cached} cached; {report.seconds:.0f} s; "
-        f"wrote {', '.join(p.name for p in report.files)} to {config.out}"
     )
 
 
@@ -247,13 +165,13 @@ def eval_leme_command(
 
     def build() -> LemeEvalConfig:
         return LemeEvalConfig(
-            n=n, methods=_csv(methods), survey_model=survey_model, max_tokens=max_tokens, nli=nli,  # type: ignore[arg-type]
+            n=n, methods=comma_list(methods), survey_model=survey_model, max_tokens=max_tokens, nli=nli,  # type: ignore[arg-type]
             data_dir=data_dir, out=out, base_url=base_url, model=model, mock_response=mock_response,
             api_key=api_key, progress=progress, plots=plots,
         )  # fmt: skip
 
     err = Console(stderr=True)
-    config, report = _run(err, build, run_leme_eval)
+    config, report = run_config(err, build, run_leme_eval)
     print((config.out / "claims.md").read_text(encoding="utf-8"))
     print((config.out / "table.md").read_text(encoding="utf-8"))
     for note in report.notes:

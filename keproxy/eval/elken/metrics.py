@@ -1,15 +1,15 @@
-"""ELKEN's scores (§3.1, §4.1): answer normalisation and exact match for Factual Knowledge, the option letter
+"""ELKEN's scores (§3.1, §4.1): exact match of the normalised answer for Factual Knowledge, the option letter
 of Tendency-M, the Tendency-G judge's rubric and consistency scores, and one table row per question set and
 method (:class:`ElkenRow`)."""
 
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from keproxy.eval.core.metrics import normalize_answer
 from keproxy.eval.elken.data import ElkenQuestion
 
 __all__ = [
@@ -17,7 +17,6 @@ __all__ = [
     "answer_correct",
     "answers_same",
     "fact_correct",
-    "normalize_answer",
     "parse_consistency",
     "parse_option",
     "parse_rubric",
@@ -28,16 +27,6 @@ _RUBRIC_KEYS = ("accuracy", "coherence", "comprehensiveness", "overall")
 _RUBRIC = {key: re.compile(rf"{key[:9]}\w*\s*[:=]\s*([1-5])\b", re.I) for key in _RUBRIC_KEYS}
 _CONSISTENCY = re.compile(r"score\s*[:=]?\s*([1-5])\b", re.I)
 _OPTION_LETTER = re.compile(r"^\W*\(?([ABC])\)?(?:\W|$)")
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD-style normalisation of a short answer's first line: lower case, no punctuation, no articles, single
-    spaces. "The  U.S. Senate." -> "us senate"."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    line = line.removeprefix("Answer:").removeprefix("answer:")
-    return " ".join(_ARTICLES.sub(" ", line.lower().translate(_PUNCT)).split())
 
 
 def fact_correct(prediction: str, question: ElkenQuestion) -> bool:

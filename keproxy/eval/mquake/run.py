@@ -40,23 +40,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from keproxy.datasets import shared_data_dir
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache
 from keproxy.eval.core.proxy import default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
-from keproxy.eval.elken.metrics import normalize_answer
+from keproxy.eval.mquake.data import MQuAKECase, load_mquake
+from keproxy.eval.mquake.metrics import answer_matches
+from keproxy.eval.mquake.report import hops_markdown, plot_report, table_markdown
 from keproxy.memory.edits import Edit, EditScope
 
-__all__ = [
-    "MQUAKE_METHODS",
-    "MQuAKECase",
-    "MQuAKEEvalConfig",
-    "MQuAKEEvalReport",
-    "answer_matches",
-    "load_mquake",
-    "run_mquake_eval",
-]
+__all__ = ["MQUAKE_METHODS", "MQuAKEEvalConfig", "MQuAKEEvalReport", "run_mquake_eval"]
 
 MQuAKEMethod = Literal["none", "gold", "retrieval", "hops"]
 MQUAKE_METHODS: dict[str, str] = {
@@ -66,88 +59,11 @@ MQUAKE_METHODS: dict[str, str] = {
     "hops": "per-hop retrieval (single-hop questions)",
 }
 _ORDER: tuple[MQuAKEMethod, ...] = ("none", "gold", "retrieval", "hops")
-_FILE = "mquake/MQuAKE-hard.json"
 
 INSTRUCTION = (
     "Answer the question with a short entity name only, no sentence. Assume the facts given, if any, are true "
     "even when they contradict what you know."
 )
-
-
-@dataclass(frozen=True)
-class MQuAKECase:
-    """One MQuAKE-hard case: its edits (one per hop, in chain order), its multi-hop questions and answers, and
-    the new chain's single-hop questions (``new_single_hops``: question, answer, aliases)."""
-
-    case_id: str
-    edits: tuple[Edit, ...]
-    questions: tuple[str, ...]
-    answer: tuple[str, ...]  # pre-edit answer and aliases
-    new_answer: tuple[str, ...]  # post-edit answer and aliases
-    single_hops: tuple[tuple[str, tuple[str, ...]], ...]
-
-
-def load_mquake(n: int | None = None, data_dir: Path | None = None) -> list[MQuAKECase]:
-    """The first ``n`` cases (all when None) of ``mquake/MQuAKE-hard.json`` under ``data_dir`` (default: the
-    shared data folder). Raises FileNotFoundError when the file is missing."""
-    root = data_dir or shared_data_dir()
-    path = None if root is None else root / _FILE
-    if path is None or not path.is_file():
-        raise FileNotFoundError(
-            f"{_FILE} is missing from the shared data folder (see shared/data/mquake/SOURCE.md)"
-        )
-    records = json.loads(path.read_text(encoding="utf-8"))
-    cases = []
-    for record in records[:n] if n is not None else records:
-        cid = f"mquake:{record['case_id']}"
-        edits = []
-        for hop, rw in enumerate(record["requested_rewrite"]):
-            sentence = rw["prompt"].format(rw["subject"])
-            edits.append(
-                Edit(
-                    id=f"edit_mquake_{record['case_id']}_{hop}",
-                    kind="triple",
-                    subject=rw["subject"],
-                    relation=rw["prompt"],
-                    target_true=rw["target_true"]["str"],
-                    target_new=rw["target_new"]["str"],
-                    text=f"{sentence} {rw['target_new']['str']}.",
-                    source="import",
-                    metadata={
-                        "dataset": "mquake-hard",
-                        "case_id": record["case_id"],
-                        "hop": hop,
-                        "relation_id": rw["relation_id"],
-                    },
-                )
-            )
-        cases.append(
-            MQuAKECase(
-                case_id=cid,
-                edits=tuple(edits),
-                questions=tuple(record["questions"]),
-                answer=(record["answer"], *record.get("answer_alias", [])),
-                new_answer=(record["new_answer"], *record.get("new_answer_alias", [])),
-                single_hops=tuple(
-                    (h["question"], (h["answer"], *h.get("answer_alias", [])))
-                    for h in record["new_single_hops"]
-                ),
-            )
-        )
-    return cases
-
-
-def answer_matches(prediction: str, answers: Sequence[str], *, lenient: bool = False) -> bool:
-    """Normalised exact match of ``prediction`` with any of ``answers``; ``lenient``: the normalised prediction
-    contains one of them as whole words instead."""
-    pred = normalize_answer(prediction)
-    if not pred:
-        return False
-    golds = [g for g in (normalize_answer(a) for a in answers) if g]
-    if lenient:
-        padded = f" {pred} "
-        return any(f" {g} " in padded for g in golds)
-    return pred in golds
 
 
 class MQuAKEEvalConfig(BaseModel):
@@ -344,74 +260,11 @@ def _hop_rows(asks: Sequence[_Ask], answers: dict[int, str]) -> list[dict[str, A
     return rows
 
 
-def _pct(value: Any) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
-
-
-def table_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    lines = ["| Method | Multi-hop acc (EM) | Multi-hop acc (contains) | Question acc (EM) | Question acc (contains) "
-             "| Old answer | All 4 hops in context | Edits in context | cases / questions |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    for r in rows:
-        mean = "–" if r["mean_edits_in_context"] is None else f"{r['mean_edits_in_context']:.1f}"
-        lines.append(
-            f"| {r['method']} | {_pct(r['multi_hop_acc'])} | {_pct(r['multi_hop_acc_lenient'])} "
-            f"| {_pct(r['question_acc'])} | {_pct(r['question_acc_lenient'])} | {_pct(r['old_answer_rate'])} "
-            f"| {_pct(r['all_hops_in_context'])} | {mean} | {r['n_cases']} / {r['n_questions']} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def hops_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    lines = ["| Hop | Edit in context: retrieval top-k | Edit in context: per-hop retrieval "
-             "| Single-hop: own edit is top-1 | Single-hop accuracy (contains) | single-hop questions |",
-             "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    for r in rows:
-        lines.append(
-            f"| {r['hop']} | {_pct(r['recall_retrieval'])} | {_pct(r['recall_hops'])} "
-            f"| {_pct(r['single_hop_top1_right_edit'])} | {_pct(r['single_hop_acc'])} | {r['n_single_hop']} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
 def _csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["method"])
         writer.writeheader()
         writer.writerows(rows)
-
-
-def _plot(report: MQuAKEEvalReport, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    names = [r["method"].split(" (")[0] for r in report.rows]
-    x = list(range(len(names)))
-    new = [100 * (r["question_acc_lenient"] or 0) for r in report.rows]
-    old = [100 * (r["old_answer_rate"] or 0) for r in report.rows]
-    left.bar([i - 0.2 for i in x], new, width=0.4, label="new answer")
-    left.bar([i + 0.2 for i in x], old, width=0.4, label="old answer")
-    left.set_xticks(x, names)
-    left.set_ylabel("% of questions")
-    left.set_ylim(0, 100)
-    left.tick_params(axis="x", rotation=20)
-    left.legend()
-    hops = [r["hop"] for r in report.hops]
-    for key, label in (("recall_retrieval", "retrieval top-k"), ("recall_hops", "per-hop retrieval"),
-                       ("single_hop_acc", "single-hop accuracy")):  # fmt: skip
-        right.plot(hops, [100 * (r[key] or 0) for r in report.hops], marker="o", label=label)
-    right.set_xlabel("hop")
-    right.set_ylabel("%")
-    right.set_ylim(0, 100)
-    right.set_xticks(hops)
-    right.legend()
-    fig.suptitle("MQuAKE-hard through keproxy")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def _write_outputs(
@@ -437,6 +290,6 @@ def _write_outputs(
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     files = [out / n for n in ("table.md", "table.csv", "hops.md", "hops.csv", "cases.csv", "summary.json")]
     if config.plots:
-        _plot(report, out / "mquake.png")
+        plot_report(report.rows, report.hops, out / "mquake.png")
         files.append(out / "mquake.png")
     return files
