@@ -228,8 +228,9 @@ def demo(
 def _register_subcommands() -> None:
     from keproxy.eval.chats.cli import eval_chats_command
     from keproxy.eval.corrections.cli import eval_corrections_command
-    from keproxy.eval.elken.cli import eval_elken_command, eval_elken_scope_command, eval_leme_command
+    from keproxy.eval.elken.cli import eval_elken_command, eval_elken_scope_command
     from keproxy.eval.keic.cli import eval_keic_command
+    from keproxy.eval.leme.cli import eval_leme_command
     from keproxy.eval.mquake.cli import eval_mquake_command
     from keproxy.eval.postedit.cli import eval_postedit_command
     from keproxy.memory.cli import edits_app

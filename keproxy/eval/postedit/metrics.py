@@ -10,7 +10,7 @@ k_new (t*), Algorithm 1 defines, on lower-cased text:
   ½·ent([x, y_e], k_self) + ½·(1 − ent([x, y_e], k_new)), where [x, y_e] is ``x + " " + y_e`` and k_self,
   "the LLM's self-knowledge equivalent to [x, y_o]", is ``x + " " + y_o``. ent is 1 when the NLI backend's
   most probable label is entailment (premise [x, y_e], hypothesis the statement), for the whole premise or
-  one of its sentences (:func:`premise_windows`).
+  one of its sentences (:func:`~keproxy.eval.core.metrics.premise_windows`).
 - **TR** (textual retention): ROUGE-1 F1 (App. C.3; the ``rouge-score`` package, no stemming) of
   ``y_o.replace(o, "mask")`` and ``y_e.replace(o*, "mask")`` for INS, of y_o and y_e for OOS.
 - **SR** (semantic retention): cosine similarity of the SBERT (all-MiniLM-L6-v2) embeddings of the same two
@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from keproxy.eval.core.metrics import premise_windows
 from keproxy.nli.base import LABELS, NLIBackend
 
 __all__ = [
@@ -44,7 +45,6 @@ __all__ = [
     "harmonic_mean",
     "mask",
     "paper_test_query",
-    "premise_windows",
     "rouge1_f1",
     "scope_of",
     "se_score",
@@ -98,31 +98,11 @@ class CaseScores:
         return {"TE": self.te, "SE": self.se, "TR": self.tr, "SR": self.sr}
 
 
-def premise_windows(premise: str, hypothesis: str) -> list[str]:
-    """The premises ent(premise, hypothesis) is decided on: the whole ``premise``, and, when it has more than
-    one sentence, each sentence sharing a content word with ``hypothesis``
-    (:func:`keproxy.editors.deletion_backends.content_words`).
-
-    keproxy's NLI models are trained on sentence pairs; a 64-token answer whose second sentence states k_new
-    verbatim is mostly judged *neutral* as a whole (measured on 40 span-edited answers of SmolLM2 to
-    CounterFact training queries, all stating k_new: [x, y_e] entails k_new for 3 of 40 as a whole, for 30
-    of 40 with windows). Deciding per sentence and taking any entailment is
-    SummaC-ZS's aggregation (Laban et al., 2022) for document-level NLI with a sentence-level model."""
-    from keproxy.editors.deletion_backends import content_words
-    from keproxy.editors.sentences import split_sentences
-
-    spans = split_sentences(premise)
-    if len(spans) < 2:
-        return [premise]
-    topic = content_words(hypothesis)
-    windows = [premise[a:b] for a, b in spans]
-    return [premise, *(w for w in windows if content_words(w) & topic)]
-
-
 def entailed(nli: NLIBackend, pairs: Sequence[tuple[str, str]]) -> list[bool]:
     """ent(a, b) of Algorithm 1 for each (premise a, hypothesis b): True when entailment is the NLI
-    backend's most probable label for a or for one of its sentence windows (:func:`premise_windows`); one
-    batch for all pairs, each distinct (window, hypothesis) asked once."""
+    backend's most probable label for a or for one of its sentence windows
+    (:func:`~keproxy.eval.core.metrics.premise_windows`); one batch for all pairs, each distinct (window,
+    hypothesis) asked once."""
     if not pairs:
         return []
     windows = [

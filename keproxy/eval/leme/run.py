@@ -16,7 +16,7 @@ Measures (LEME §3.2–3.3, App. I, with keproxy's NLI backend instead of DeBERT
   the old fact ("<s> r o") and ground-truth statements of the entity ("The <property> of <entity> is <value>",
   values equal to o left out) — as *supports* / *neutral* / *contradicts*: supports when the NLI model's top
   label is entailment for the passage or one of its sentences sharing a content word with the claim
-  (:func:`keproxy.eval.postedit.metrics.premise_windows`), contradicts when it is contradiction for one of
+  (:func:`keproxy.eval.core.metrics.premise_windows`), contradicts when it is contradiction for one of
   them and none entails, neutral otherwise. The distribution per method, claim kind and passage is the main
   table (Fig. 4's layout);
 - **edit consistency** = main passages supporting the new fact, and related passages not contradicting it;
@@ -37,10 +37,7 @@ judgements are cached in ``out/cache``.
 from __future__ import annotations
 
 import csv
-import itertools
 import json
-import math
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -51,25 +48,27 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from keproxy.datasets import shared_data_dir
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache
 from keproxy.eval.core.proxy import HarnessError, default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
-from keproxy.memory.edits import Edit
+from keproxy.eval.leme.data import LemeCase, load_leme
+from keproxy.eval.leme.metrics import (
+    CLAIM_LABELS,
+    SURVEY_DIMENSIONS,
+    SURVEY_QUESTIONS,
+    classify_claims,
+    contradictions,
+    mean_of,
+    mentions_entity,
+    parse_survey,
+    perplexities,
+    sentence_pairs,
+    share_of,
+)
+from keproxy.eval.leme.report import claims_markdown, plot_claims, table_markdown
 
-__all__ = [
-    "CLAIM_LABELS",
-    "LEME_METHODS",
-    "SURVEY_QUESTIONS",
-    "LemeCase",
-    "LemeEvalConfig",
-    "LemeEvalReport",
-    "classify_claims",
-    "load_leme",
-    "parse_survey",
-    "run_leme_eval",
-]
+__all__ = ["LEME_METHODS", "LemeEvalConfig", "LemeEvalReport", "run_leme_eval"]
 
 LemeMethod = Literal["none", "prompt", "ike", "postedit"]
 LEME_METHODS: dict[str, tuple[str, str]] = {  # key -> (table label, keproxy edit_mode)
@@ -79,33 +78,6 @@ LEME_METHODS: dict[str, tuple[str, str]] = {  # key -> (table label, keproxy edi
     "postedit": ("postEdit (server's post-editor)", "postedit"),
 }
 _ORDER: tuple[LemeMethod, ...] = ("none", "prompt", "ike", "postedit")
-CLAIM_LABELS = ("supports", "neutral", "contradicts")
-_FILE = "leme/counterfact_with_dependancies_sample.json"
-_ENTAILMENT, _NEUTRAL, _CONTRADICTION = 0, 1, 2  # keproxy.nli.base.LABELS order
-
-#: LEME App. D, Table 7: the survey statements, rated on a 7-point scale (1 strongly disagree .. 7 strongly agree).
-SURVEY_QUESTIONS = (
-    "The main passage is written as if the new fact is true.",
-    "The related passage does not contradict the new fact.",
-    "Ignoring the new fact, most of the old facts are still true in the main passage.",
-    "Ignoring the new fact, most of the old facts are still true in the related passage.",
-    "Ignoring the old and new facts, the main passage does not contradict itself.",
-    "Ignoring the old and new facts, the related passage does not contradict itself.",
-    "Ignoring the old and new facts, the main passage and the related passage do not contradict each other.",
-    "The main passage is focused on the subject and the related passage is focused on the related entity.",
-    "Both passages are natural sounding text close to what a human would write.",
-)
-SURVEY_DIMENSIONS = (
-    "edit",
-    "edit",
-    "factual",
-    "factual",
-    "internal",
-    "internal",
-    "cross",
-    "topical",
-    "fluency",
-)
 _SURVEY_PROMPT = """You rate two passages written by a language model after one of its facts was edited.
 New fact: {new}
 Old fact: {old}
@@ -120,108 +92,6 @@ Rate each statement on a 7-point scale: 1 strongly disagree, 2 disagree, 3 somew
 5 somewhat agree, 6 agree, 7 strongly agree. Answer with exactly nine lines "<number>: <rating>" and nothing
 else.
 {questions}"""
-_SURVEY_LINE = re.compile(r"^\s*(\d)\s*[:.)-]\s*([1-7])\b", re.M)
-
-
-@dataclass(frozen=True)
-class LemeCase:
-    """One LEME case: the edit, its new / old fact statements, and the two prompts with their entities and
-    ground-truth claims (``main_truths`` / ``related_truths``: "The <property> of <entity> is <value>.")."""
-
-    case_id: str
-    edit: Edit
-    new_fact: str
-    old_fact: str
-    subject: str
-    main_prompt: str
-    related: str
-    related_prompt: str
-    main_truths: tuple[str, ...]
-    related_truths: tuple[str, ...]
-
-
-def _truths(entity: str, ground_truth: Mapping[str, Sequence[str]], drop: str, limit: int) -> tuple[str, ...]:
-    claims = []
-    for prop, values in ground_truth.items():
-        value = next((v for v in values if v and v.strip().lower() != drop.lower()), None)
-        if value and prop not in ("sex or gender", "given name", "family name"):
-            claims.append(f"The {prop} of {entity} is {value}.")
-    return tuple(claims[:limit])
-
-
-def load_leme(n: int | None = None, data_dir: Path | None = None, *, truths: int = 6) -> list[LemeCase]:
-    """The first ``n`` cases of ``leme/counterfact_with_dependancies_sample.json`` (100 CounterFact records with
-    one coupled entity each) under ``data_dir`` (default: the shared data folder), with at most ``truths``
-    ground-truth claims per entity. Raises FileNotFoundError when the file is missing."""
-    root = data_dir or shared_data_dir()
-    path = None if root is None else root / _FILE
-    if path is None or not path.is_file():
-        raise FileNotFoundError(
-            f"{_FILE} is missing from the shared data folder (see shared/data/leme/SOURCE.md)"
-        )
-    cases = []
-    for record in json.loads(path.read_text(encoding="utf-8"))[:n]:
-        rw = record["requested_rewrite"]
-        subject, new, old = rw["subject"], rw["target_new"]["str"], rw["target_true"]["str"]
-        sentence = rw["prompt"].format(subject)
-        coupled = record["coupled_prompts_and_properties"]
-        main = coupled["subject_entity"]
-        other = coupled["coupled_entities"][0]
-        edit = Edit(
-            kind="triple", text=f"{sentence} {new}.", subject=subject, relation=rw["prompt"], target_true=old,
-            target_new=new, source="import",
-            metadata={"dataset": "leme", "leme_case": record["case_id"], "relation_id": rw["relation_id"]},
-        )  # fmt: skip
-        cases.append(
-            LemeCase(
-                case_id=f"leme:{record['case_id']}",
-                edit=edit,
-                new_fact=f"{sentence} {new}.",
-                old_fact=f"{sentence} {old}.",
-                subject=subject,
-                main_prompt=main.get("dependant_prompt") or main["coupled_prompt"],
-                related=other["entity"],
-                related_prompt=other.get("dependant_prompt") or other["coupled_prompt"],
-                main_truths=_truths(subject, main.get("ground_truth", {}), old, truths),
-                related_truths=_truths(other["entity"], other.get("ground_truth", {}), old, truths),
-            )
-        )
-    return cases
-
-
-def classify_claims(nli: Any, pairs: Sequence[tuple[str, str]]) -> list[str]:
-    """LEME §3.3 labels for (passage, claim) pairs: "supports" when entailment is the top label for the passage
-    or one of its claim-sharing sentences, else "contradicts" when contradiction is, else "neutral"; one NLI
-    batch for all pairs."""
-    from keproxy.eval.postedit.metrics import premise_windows
-
-    flat: list[tuple[str, str]] = []
-    owner: list[int] = []
-    for i, (passage, claim) in enumerate(pairs):
-        for window in premise_windows(passage, claim) if passage.strip() else []:
-            flat.append((window, claim))
-            owner.append(i)
-    tops = np.asarray(nli.predict(flat)).argmax(axis=1) if flat else np.zeros(0, dtype=int)
-    seen: list[set[int]] = [set() for _ in pairs]
-    for i, top in zip(owner, tops.tolist(), strict=True):
-        seen[i].add(int(top))
-    return [
-        "supports" if _ENTAILMENT in s else "contradicts" if _CONTRADICTION in s else "neutral" for s in seen
-    ]
-
-
-def parse_survey(text: str) -> list[int] | None:
-    """The nine 1–7 ratings of a survey answer ("1: 6" per line, in order), or None unless all nine are there
-    exactly once."""
-    found: dict[int, int] = {}
-    for number, rating in _SURVEY_LINE.findall(text):
-        index = int(number)
-        if index in found or not 1 <= index <= 9:
-            return None
-        found[index] = int(rating)
-    if sorted(found) != list(range(1, 10)):
-        return None
-    return [found[i] for i in range(1, 10)]
 
 
 class LemeEvalConfig(BaseModel):
@@ -369,45 +239,6 @@ def _survey(
     return {key: parse_survey(str((cache.get(r.key) or {}).get("text", ""))) for key, r in requests.items()}
 
 
-def _sentence_pairs(a: str, b: str | None = None) -> list[tuple[str, str]]:
-    """Sentence pairs of one passage (``b`` None) or across two that share a content word (the topic gate of
-    keproxy's Deletion editor): only those can contradict each other."""
-    from keproxy.editors.deletion_backends import content_words
-    from keproxy.editors.sentences import split_sentences
-
-    first = [a[s:e] for s, e in split_sentences(a)]
-    pairs = (
-        itertools.combinations(first, 2)
-        if b is None
-        else itertools.product(first, [b[s:e] for s, e in split_sentences(b)])
-    )
-    return [(x, y) for x, y in pairs if content_words(x) & content_words(y)]
-
-
-def _perplexities(path: Path, texts: Sequence[str]) -> list[float | None]:
-    """Perplexity (exp of the mean token NLL) of each text under the causal LM at ``path``; None for texts of
-    fewer than 2 tokens."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    lm = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
-    out: list[float | None] = []
-    with torch.no_grad():
-        for text in texts:
-            ids = tokenizer(text, return_tensors="pt", truncation=True, max_length=512).input_ids
-            if ids.shape[1] < 2:
-                out.append(None)
-                continue
-            out.append(float(math.exp(lm(ids, labels=ids).loss.item())))
-    return out
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    kept = [v for v in values if v is not None and not math.isnan(v)]
-    return sum(kept) / len(kept) if kept else None
-
-
 def _score(
     config: LemeEvalConfig,
     report: LemeEvalReport,
@@ -452,18 +283,16 @@ def _score(
     ppl: dict[tuple[str, str, str], float | None] = {}
     if (config.perplexity_model / "config.json").is_file():
         keys = list(passages)
-        ppl = dict(
-            zip(keys, _perplexities(config.perplexity_model, [passages[k] for k in keys]), strict=True)
-        )
+        ppl = dict(zip(keys, perplexities(config.perplexity_model, [passages[k] for k in keys]), strict=True))
     else:
         report.notes.append(f"naturalness skipped: no causal LM at {config.perplexity_model} "
                             "(keproxy train editor converts SmolLM2 there)")  # fmt: skip
     for method in methods:
         internal_pairs = [p for case in cases for w in ("main", "related")
-                          for p in _sentence_pairs(passages[(case.case_id, method, w)])]  # fmt: skip
-        cross_pairs = [p for case in cases for p in _sentence_pairs(passages[(case.case_id, method, "main")],
-                                                                     passages[(case.case_id, method, "related")])]  # fmt: skip
-        contradicts = _contradictions(nli, [*internal_pairs, *cross_pairs])
+                          for p in sentence_pairs(passages[(case.case_id, method, w)])]  # fmt: skip
+        cross_pairs = [p for case in cases for p in sentence_pairs(passages[(case.case_id, method, "main")],
+                                                                   passages[(case.case_id, method, "related")])]  # fmt: skip
+        contradicts = contradictions(nli, [*internal_pairs, *cross_pairs])
         texts = [
             (case, w, passages[(case.case_id, method, w)]) for case in cases for w in ("main", "related")
         ]
@@ -473,16 +302,16 @@ def _score(
         ratings = [survey.get(f"{c.case_id}|{method}") for c in cases] if survey else []
         row: dict[str, Any] = {
             "method": LEME_METHODS[method][0],
-            "edit_consistency_main": _share(label_of(method, "main", "new fact"), {"supports"}),
-            "edit_consistency_related": _share(label_of(method, "related", "new fact"), {"supports", "neutral"}),
-            "factual_consistency": _share(label_of(method, "main", "ground truth") + label_of(method, "related", "ground truth"),
-                                          {"supports", "neutral"}),
-            "old_fact_supported": _share(label_of(method, "main", "old fact"), {"supports"}),
+            "edit_consistency_main": share_of(label_of(method, "main", "new fact"), {"supports"}),
+            "edit_consistency_related": share_of(label_of(method, "related", "new fact"), {"supports", "neutral"}),
+            "factual_consistency": share_of(label_of(method, "main", "ground truth") + label_of(method, "related", "ground truth"),
+                                            {"supports", "neutral"}),
+            "old_fact_supported": share_of(label_of(method, "main", "old fact"), {"supports"}),
             "internal_consistency": 1 - sum(contradicts[: len(internal_pairs)]) / len(internal_pairs) if internal_pairs else None,
             "cross_passage_consistency": 1 - sum(contradicts[len(internal_pairs):]) / len(cross_pairs) if cross_pairs else None,
-            "topicality_mention": sum(_mentions(t, entity[w](c)) for c, w, t in texts) / len(texts),
+            "topicality_mention": sum(mentions_entity(t, entity[w](c)) for c, w, t in texts) / len(texts),
             "topicality_cosine": float(np.mean(np.sum(vectors * names, axis=1))),
-            "perplexity": _mean([ppl.get((c.case_id, method, w)) for c, w, _ in texts]) if ppl else None,
+            "perplexity": mean_of([ppl.get((c.case_id, method, w)) for c, w, _ in texts]) if ppl else None,
             "mean_words": float(np.mean([len(t.split()) for _, _, t in texts])),
             "n_passages": len(texts), "n_internal_pairs": len(internal_pairs), "n_cross_pairs": len(cross_pairs),
         }  # fmt: skip
@@ -490,71 +319,9 @@ def _score(
             valid = [r for r in ratings if r is not None]
             for dim in dict.fromkeys(SURVEY_DIMENSIONS):
                 cols = [i for i, d in enumerate(SURVEY_DIMENSIONS) if d == dim]
-                row[f"survey_{dim}"] = _mean([float(np.mean([r[i] for i in cols])) for r in valid])
+                row[f"survey_{dim}"] = mean_of([float(np.mean([r[i] for i in cols])) for r in valid])
             row["survey_unparsed"] = len(ratings) - len(valid)
         report.rows.append(row)
-
-
-def _share(labels: Sequence[str], accepted: set[str]) -> float | None:
-    return sum(lab in accepted for lab in labels) / len(labels) if labels else None
-
-
-def _mentions(text: str, entity: str) -> bool:
-    """Whether ``text`` names ``entity`` (case-insensitive; the full name or its last word of 4+ letters)."""
-    lower = text.lower()
-    last = entity.split()[-1].lower() if entity.split() else ""
-    return entity.lower() in lower or (
-        len(last) >= 4 and re.search(rf"\b{re.escape(last)}\b", lower) is not None
-    )
-
-
-def _contradictions(nli: Any, pairs: Sequence[tuple[str, str]]) -> list[bool]:
-    """Whether contradiction is the NLI backend's top label for each sentence pair (either order)."""
-    if not pairs:
-        return []
-    both = [*pairs, *((b, a) for a, b in pairs)]
-    tops = np.asarray(nli.predict(both)).argmax(axis=1)
-    n = len(pairs)
-    return [bool(tops[i] == _CONTRADICTION or tops[n + i] == _CONTRADICTION) for i in range(n)]
-
-
-def _pct(value: Any) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
-
-
-def claims_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The claim-classification distribution (%), a row per method, passage and claim kind."""
-    lines = [
-        "| Method | Passage | Claim | supports | neutral | contradicts | n |",
-        "|---|---|---|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        lines.append(f"| {r['method']} | {r['passage']} | {r['claim']} | {_pct(r['supports'])} | {_pct(r['neutral'])} "
-                     f"| {_pct(r['contradicts'])} | {r['n']} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
-
-
-def table_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """LEME's measures per method (consistency and topicality in %, perplexity, survey means on 1–7)."""
-    survey = any("survey_edit" in r for r in rows)
-    head = ("| Method | Edit cons. (main supports) | Edit cons. (related not contra.) | Factual cons. | Old fact "
-            "supported | Internal cons. | Cross-passage cons. | Topicality (mention) | Topicality (cosine) "
-            "| Perplexity | Words |")  # fmt: skip
-    if survey:
-        head += " Survey edit / factual / internal / cross / topical / fluency (1–7) |"
-    lines = [head, "|---|" + "---:|" * (head.count("|") - 2)]
-    for r in rows:
-        ppl = "–" if r["perplexity"] is None else f"{r['perplexity']:.1f}"
-        line = (f"| {r['method']} | {_pct(r['edit_consistency_main'])} | {_pct(r['edit_consistency_related'])} "
-                f"| {_pct(r['factual_consistency'])} | {_pct(r['old_fact_supported'])} "
-                f"| {_pct(r['internal_consistency'])} | {_pct(r['cross_passage_consistency'])} "
-                f"| {_pct(r['topicality_mention'])} | {r['topicality_cosine']:.3f} | {ppl} | {r['mean_words']:.0f} |")  # fmt: skip
-        if survey:
-            dims = [r.get(f"survey_{d}") for d in dict.fromkeys(SURVEY_DIMENSIONS)]
-            line += " " + " / ".join("–" if v is None else f"{v:.1f}" for v in dims)
-            line += f" ({r['survey_unparsed']} unparsed) |"
-        lines.append(line)
-    return "\n".join(lines) + "\n"
 
 
 def _csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -562,29 +329,6 @@ def _csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["method"])
         writer.writeheader()
         writer.writerows(rows)
-
-
-def _plot(claims: Sequence[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    groups = [(r["method"], r["passage"], r["claim"]) for r in claims]
-    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(groups)), 4.5))
-    bottom = np.zeros(len(claims))
-    for label, color in zip(CLAIM_LABELS, ("tab:green", "tab:gray", "tab:red"), strict=True):
-        values = np.array([100 * (r[label] or 0) for r in claims])
-        ax.bar(range(len(claims)), values, bottom=bottom, color=color, label=label)
-        bottom += values
-    ax.set_xticks(range(len(claims)), [f"{m.split(' (')[0]} · {p} · {c}" for m, p, c in groups], rotation=75,
-                  ha="right", fontsize=7)  # fmt: skip
-    ax.set_ylabel("% of claims")
-    ax.set_title("LEME claim classification through keproxy")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def _write_outputs(
@@ -612,6 +356,6 @@ def _write_outputs(
         out / n for n in ("claims.md", "claims.csv", "table.md", "table.csv", "passages.csv", "summary.json")
     ]
     if config.plots and report.claims:
-        _plot(report.claims, out / "leme.png")
+        plot_claims(report.claims, out / "leme.png")
         files.append(out / "leme.png")
     return files
