@@ -1,12 +1,14 @@
 """Scoring helpers more than one benchmark uses: SQuAD-style answer normalisation (ELKEN's exact match,
-MQuAKE's answer match) and the premises an NLI decision is taken on (postEdit's SE, LEME's claims)."""
+MQuAKE's answer match), the premises an NLI decision is taken on (postEdit's SE, LEME's claims) and the share
+of true values (:func:`rate`)."""
 
 from __future__ import annotations
 
 import re
 import string
+from collections.abc import Iterable
 
-__all__ = ["normalize_answer", "premise_windows"]
+__all__ = ["normalize_answer", "premise_windows", "rate"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -39,3 +41,9 @@ def premise_windows(premise: str, hypothesis: str) -> list[str]:
     topic = content_words(hypothesis)
     windows = [premise[a:b] for a, b in spans]
     return [premise, *(w for w in windows if content_words(w) & topic)]
+
+
+def rate(values: Iterable[bool]) -> float | None:
+    """Share of true ``values`` in [0, 1]; None when there are none."""
+    rows = list(values)
+    return sum(rows) / len(rows) if rows else None

@@ -20,7 +20,6 @@ __all__ = [
     "parse_consistency",
     "parse_option",
     "parse_rubric",
-    "rate",
 ]
 
 _RUBRIC_KEYS = ("accuracy", "coherence", "comprehensiveness", "overall")
@@ -81,11 +80,6 @@ def answers_same(fmt: str, before: str, after: str, question: ElkenQuestion) -> 
     if fmt == "fact":
         return normalize_answer(before) == normalize_answer(after)
     return parse_option(before, question.options) == parse_option(after, question.options)
-
-
-def rate(values: Sequence[bool]) -> float | None:
-    """Share of true values; None for none."""
-    return sum(values) / len(values) if values else None
 
 
 @dataclass

@@ -33,11 +33,10 @@ Outputs in ``out``: ``table.md`` / ``table.csv``, ``cases.csv`` (every answer), 
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +46,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache
+from keproxy.eval.core.metrics import rate
+from keproxy.eval.core.outputs import RunOutputs
+from keproxy.eval.core.progress import progress_bar
 from keproxy.eval.core.proxy import default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.elken.data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
@@ -56,7 +58,6 @@ from keproxy.eval.elken.metrics import (
     answers_same,
     parse_consistency,
     parse_rubric,
-    rate,
 )
 from keproxy.eval.elken.prompts import CONSISTENCY_PROMPT, RUBRIC_PROMPT, question_prompt
 from keproxy.eval.elken.report import plot_rows, table_markdown
@@ -126,13 +127,6 @@ class _Item:
     event_id: str | None
     event: str | None
     request: PromptRequest
-
-
-def _progress(enabled: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    return Progress(*columns, disable=not enabled)
 
 
 class _Retrieval:
@@ -320,7 +314,7 @@ def _post_edit(
             from keproxy.upstream.litellm_upstream import release_litellm_clients
 
             try:
-                with _progress(config.progress) as bar:
+                with progress_bar(config.progress) as bar:
                     task = bar.add_task("postEdit (T_edit)", total=len(todo))
                     for _, cache_key, x, y_o, hit in todo:
                         result = await editor.post_edit(x, y_o, hit, EditContext())
@@ -427,6 +421,25 @@ def _rows(
     return rows
 
 
+_CASE_COLUMNS = ("format", "method", "case_id", "in_scope", "question", "gold", "event_id", "answer", "correct",
+                 "judgement")  # fmt: skip
+
+
+def _case_rows(
+    plan: _Plan, answers: Mapping[AnswerKey, str], judged: Mapping[AnswerKey, dict[str, int] | int | None]
+) -> Iterator[list[Any]]:
+    """One ``cases.csv`` row per question, format and method."""
+    for fmt, items in plan.items.items():
+        for i in items:
+            answer = answers.get(_key(i), "")
+            correct = (
+                answer_correct(fmt, answer, i.question) if fmt != "tendency-g" and i.question.in_scope else ""
+            )
+            yield [fmt, i.method, i.case.case_id, i.question.in_scope, i.question.prompt, i.question.answer,
+                   i.event_id or "", answer, correct,
+                   json.dumps(judged.get(_key(i))) if fmt == "tendency-g" else ""]  # fmt: skip
+
+
 def _write_outputs(
     config: ElkenEvalConfig,
     report: ElkenEvalReport,
@@ -434,33 +447,14 @@ def _write_outputs(
     answers: Mapping[AnswerKey, str],
     judged: Mapping[AnswerKey, dict[str, int] | int | None],
 ) -> list[Path]:
-    out = config.out
-    files = [out / "table.md", out / "table.csv", out / "cases.csv", out / "summary.json"]
-    (out / "table.md").write_text(table_markdown(report.rows), encoding="utf-8")
-    with (out / "table.csv").open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(report.rows[0].as_dict()) if report.rows else ["kind"])
-        writer.writeheader()
-        writer.writerows(r.as_dict() for r in report.rows)
-    with (out / "cases.csv").open("w", newline="", encoding="utf-8") as f:
-        rows = csv.writer(f)
-        rows.writerow(["format", "method", "case_id", "in_scope", "question", "gold", "event_id", "answer",
-                         "correct", "judgement"])  # fmt: skip
-        for fmt, items in plan.items.items():
-            for i in items:
-                answer = answers.get(_key(i), "")
-                correct = (
-                    answer_correct(fmt, answer, i.question)
-                    if fmt != "tendency-g" and i.question.in_scope
-                    else ""
-                )
-                rows.writerow([fmt, i.method, i.case.case_id, i.question.in_scope, i.question.prompt,
-                                 i.question.answer, i.event_id or "", answer, correct,
-                                 json.dumps(judged.get(_key(i))) if fmt == "tendency-g" else ""])  # fmt: skip
+    outputs = RunOutputs(config.out)
+    outputs.text("table.md", table_markdown(report.rows))
+    outputs.csv_dicts("table.csv", [r.as_dict() for r in report.rows], empty=("kind",))
+    outputs.csv_rows("cases.csv", _CASE_COLUMNS, _case_rows(plan, answers, judged))
     summary = {"split": config.split, "n": config.n, "counts": report.counts, "requests": report.requests,
                "cached": report.cached, "seconds": round(report.seconds, 1),
                "rows": [r.as_dict() for r in report.rows]}  # fmt: skip
-    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    outputs.json("summary.json", summary)
     if config.plots and report.rows:
-        plot_rows(report.rows, out / "elken.png")
-        files.append(out / "elken.png")
-    return files
+        outputs.write("elken.png", lambda path: plot_rows(report.rows, path))
+    return outputs.files

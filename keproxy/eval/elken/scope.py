@@ -34,8 +34,6 @@ scores. Outputs in ``out``: ``table.md`` / ``table.csv`` (a row per kind and met
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import re
 import shutil
@@ -47,8 +45,12 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import Progress
 
+from keproxy.eval.core.outputs import RunOutputs
+from keproxy.eval.core.plots import saved_figure
+from keproxy.eval.core.progress import progress_bar
+from keproxy.eval.core.tables import markdown_table, percent
 from keproxy.eval.elken.data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
 from keproxy.memory.edits import Edit, EditScope, RetrievedEdit
 from keproxy.memory.embeddings import Embedder
@@ -248,11 +250,6 @@ def scope_row(
     )
 
 
-def _progress(enabled: bool) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    disable=not enabled)  # fmt: skip
-
-
 # --- retrieval per method -----------------------------------------------------------------------------------
 
 
@@ -390,7 +387,7 @@ def run_elken_scope(
     report = ElkenScopeReport(rows=[])
     if embedder is None and {"dense", "serac"} & set(config.methods):
         embedder = Embedder.from_name_or_path(None)
-    with _progress(config.progress) as bar:
+    with progress_bar(config.progress) as bar:
         for kind in kinds:
             log(f"ELKEN {config.split} {kind}")
             report.rows.extend(_run_kind(config, kind, embedder, bar, report))
@@ -403,76 +400,70 @@ def run_elken_scope(
 
 
 def _pct(value: float) -> str:
-    return "–" if math.isnan(value) else f"{100 * value:.1f}"
+    return percent(None if math.isnan(value) else value)
 
 
 def _threshold(row: ScopeRow) -> str:
     return "–" if math.isinf(row.threshold) else f"{row.threshold:g}"
 
 
+_HEAD = ("Kind", "Method", "Threshold", "In-scope Q", "Recall@1", "Top-1 (no threshold)", "Edit-level recall",
+         "Out-of-scope Q", "Rejection rate")  # fmt: skip
+
+
 def table_markdown(rows: Sequence[ScopeRow]) -> str:
     """The scope table in markdown: a row per kind and method; rates in percent."""
-    header = ["Kind", "Method", "Threshold", "In-scope Q", "Recall@1", "Top-1 (no threshold)",
-              "Edit-level recall", "Out-of-scope Q", "Rejection rate"]  # fmt: skip
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for r in rows:
-        cells = [r.kind, SCOPE_METHODS.get(r.method, r.method), _threshold(r), str(r.n_in), _pct(r.recall_at_1),
-                 _pct(r.top1), _pct(r.edit_recall), str(r.n_out), _pct(r.rejection)]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    cells = [
+        [r.kind, SCOPE_METHODS.get(r.method, r.method), _threshold(r), str(r.n_in), _pct(r.recall_at_1),
+         _pct(r.top1), _pct(r.edit_recall), str(r.n_out), _pct(r.rejection)]
+        for r in rows
+    ]  # fmt: skip
+    return markdown_table(_HEAD, cells)
 
 
-def _rows_csv(rows: Sequence[ScopeRow], path: Path) -> None:
-    """Rows as CSV, one column per :class:`ScopeRow` field (fractions, 4 decimals)."""
-    names = list(ScopeRow.__dataclass_fields__)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(names)
-        for row in rows:
-            writer.writerow([round(v, 4) if isinstance(v, float) else v for v in asdict(row).values()])
+def _csv_rows(rows: Sequence[ScopeRow]) -> list[list[Any]]:
+    """Rows for CSV, one column per :class:`ScopeRow` field (fractions, 4 decimals)."""
+    return [[round(v, 4) if isinstance(v, float) else v for v in asdict(row).values()] for row in rows]
 
 
 def _plot(config: ElkenScopeConfig, report: ElkenScopeReport, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     kinds = list(report.counts)
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.2), squeeze=False)
-    for ax, kind in zip(axes[0], kinds, strict=True):
-        for method, style in (("bm25", "o-"), ("dense", "s-")):
-            points = [r for r in report.sweep if r.kind == kind and r.method == method]
-            if not points:
-                continue
-            xs, ys = [100 * p.rejection for p in points], [100 * p.recall_at_1 for p in points]
-            ax.plot(xs, ys, style, label=f"{SCOPE_METHODS[method]} sweep", alpha=0.8)
-            for p, x, y in zip(points, xs, ys, strict=True):
-                ax.annotate(f"{p.threshold:g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        rows = [r for r in report.rows if r.kind == kind]
-        for i, row in enumerate(rows):  # shrinking markers keep coinciding operating points visible
-            ax.plot(100 * row.rejection, 100 * row.recall_at_1, "*PXD"[i % 4], markersize=14 - 2 * (i % 4),
-                    label=f"{SCOPE_METHODS[row.method]} ({_threshold(row)})")  # fmt: skip
-        counts = report.counts[kind]
-        ax.set_title(f"{kind}: {counts['in_scope']} in-scope / {counts['out_of_scope']} out-of-scope Q")
-        ax.set_xlabel("out-of-scope rejection rate (%)")
-        ax.set_ylabel("in-scope recall@1 (%)")
-        ax.set_xlim(-3, 103)
-        ax.set_ylim(-3, 103)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left")
-    fig.suptitle(f"ELKEN {config.split}: event retrieval scope (memory: {config.memory})")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figure = saved_figure(
+        path, dpi=110, nrows=1, ncols=len(kinds), figsize=(5.2 * len(kinds), 4.2), squeeze=False
+    )
+    with figure as (fig, axes):
+        for ax, kind in zip(axes[0], kinds, strict=True):
+            for method, style in (("bm25", "o-"), ("dense", "s-")):
+                points = [r for r in report.sweep if r.kind == kind and r.method == method]
+                if not points:
+                    continue
+                xs, ys = [100 * p.rejection for p in points], [100 * p.recall_at_1 for p in points]
+                ax.plot(xs, ys, style, label=f"{SCOPE_METHODS[method]} sweep", alpha=0.8)
+                for p, x, y in zip(points, xs, ys, strict=True):
+                    ax.annotate(
+                        f"{p.threshold:g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
+                    )
+            rows = [r for r in report.rows if r.kind == kind]
+            for i, row in enumerate(rows):  # shrinking markers keep coinciding operating points visible
+                ax.plot(100 * row.rejection, 100 * row.recall_at_1, "*PXD"[i % 4], markersize=14 - 2 * (i % 4),
+                        label=f"{SCOPE_METHODS[row.method]} ({_threshold(row)})")  # fmt: skip
+            counts = report.counts[kind]
+            ax.set_title(f"{kind}: {counts['in_scope']} in-scope / {counts['out_of_scope']} out-of-scope Q")
+            ax.set_xlabel("out-of-scope rejection rate (%)")
+            ax.set_ylabel("in-scope recall@1 (%)")
+            ax.set_xlim(-3, 103)
+            ax.set_ylim(-3, 103)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="lower left")
+        fig.suptitle(f"ELKEN {config.split}: event retrieval scope (memory: {config.memory})")
 
 
 def _write_outputs(config: ElkenScopeConfig, report: ElkenScopeReport) -> list[Path]:
-    out = config.out
-    files = [out / "table.md", out / "table.csv", out / "sweep.csv", out / "summary.json"]
-    files[0].write_text(table_markdown(report.rows), encoding="utf-8")
-    _rows_csv(report.rows, files[1])
-    _rows_csv(report.sweep, files[2])
+    outputs = RunOutputs(config.out)
+    columns = list(ScopeRow.__dataclass_fields__)
+    outputs.text("table.md", table_markdown(report.rows))
+    outputs.csv_rows("table.csv", columns, _csv_rows(report.rows))
+    outputs.csv_rows("sweep.csv", columns, _csv_rows(report.sweep))
 
     def clean(row: ScopeRow) -> dict[str, Any]:
         data = asdict(row)
@@ -488,8 +479,7 @@ def _write_outputs(config: ElkenScopeConfig, report: ElkenScopeReport) -> list[P
         "sweep": [clean(r) for r in report.sweep],
         "seconds": round(report.seconds, 1),
     }
-    files[3].write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    outputs.json("summary.json", summary)
     if config.plots and report.rows:
-        files.append(out / "scope.png")
-        _plot(config, report, files[-1])
-    return files
+        outputs.write("scope.png", lambda path: _plot(config, report, path))
+    return outputs.files

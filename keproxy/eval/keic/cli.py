@@ -13,15 +13,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from keproxy.eval.core.cli import comma_list
 from keproxy.eval.core.urls import base_url_option
 
 __all__ = ["eval_keic_command"]
 
 _ALL_STRATEGIES = "otc,patch,verification,reiterate,deletion"
-
-
-def _csv(value: str) -> list[str]:
-    return [v.strip().lower() for v in value.split(",") if v.strip()]
 
 
 def eval_keic_command(
@@ -98,8 +95,8 @@ def eval_keic_command(
     try:
         config = HarnessConfig.model_validate(
             {
-                "data": data or dataset_path("keic-authored"), "out": out, "strategies": _csv(strategy),
-                "templates": parse_template_range(templates), "arrangements": _csv(arrangement), "runs": runs,
+                "data": data or dataset_path("keic-authored"), "out": out, "strategies": comma_list(strategy),
+                "templates": parse_template_range(templates), "arrangements": comma_list(arrangement), "runs": runs,
                 "base_url": base_url, "model": model, "mock_response": mock_response, "limit": limit,
                 "variants": variants, "baseline": no_update_baseline, "nli": nli, "nli_threshold": nli_threshold,
                 "vote": vote, "concurrency": concurrency, "max_tokens": max_tokens, "temperature": temperature,

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from keproxy.editors.base import message_text
+from keproxy.eval.core.metrics import rate
+from keproxy.eval.core.tables import markdown_table, percent
 from keproxy.eval.keic.data import Dialogue
 from keproxy.eval.keic.metrics import RunResult, _mentions, context_updated
 from keproxy.nli.base import LABELS, NLIBackend
@@ -202,11 +204,6 @@ class CurRow:
 CUR_CSV_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(CurRow))
 
 
-def _rate(values: Iterable[bool]) -> float | None:
-    rows = list(values)
-    return sum(rows) / len(rows) if rows else None
-
-
 def _mean(values: Iterable[float | int | None]) -> float | None:
     rows = [float(v) for v in values if v is not None]
     return statistics.fmean(rows) if rows else None
@@ -254,14 +251,14 @@ def cur_table(results: Sequence[RunResult], reference: str = "otc") -> list[CurR
                 arrangement=arrangement,
                 flow=flow(strategy, arrangement),
                 n=len(rs),
-                cur=_rate(r.cur for r in rs) or 0.0,
-                cur_ext=_rate(judged) if len(judged) == len(rs) else None,
-                cur_old_new=_rate(_updated(r) for r in rs if r.template in TEMPLATE_GROUPS["old+new"]),
-                cur_new_only=_rate(_updated(r) for r in rs if r.template in TEMPLATE_GROUPS["new-only"]),
-                cur_hmo=_rate(_updated(r) for r in rs if r.history_mentions_old),
-                cur_no_hmo=_rate(_updated(r) for r in rs if not r.history_mentions_old),
-                cur_prop=_rate(_updated(r) for r in rs if r.propagation),
-                cur_no_prop=_rate(_updated(r) for r in rs if not r.propagation),
+                cur=rate(r.cur for r in rs) or 0.0,
+                cur_ext=rate(judged) if len(judged) == len(rs) else None,
+                cur_old_new=rate(_updated(r) for r in rs if r.template in TEMPLATE_GROUPS["old+new"]),
+                cur_new_only=rate(_updated(r) for r in rs if r.template in TEMPLATE_GROUPS["new-only"]),
+                cur_hmo=rate(_updated(r) for r in rs if r.history_mentions_old),
+                cur_no_hmo=rate(_updated(r) for r in rs if not r.history_mentions_old),
+                cur_prop=rate(_updated(r) for r in rs if r.propagation),
+                cur_no_prop=rate(_updated(r) for r in rs if not r.propagation),
                 input_tokens=_mean(r.input_tokens for r in rs),
                 tokens_vs_otc=ratio,
                 upstream_calls=_mean(r.upstream_calls for r in rs) or 0.0,
@@ -270,48 +267,33 @@ def cur_table(results: Sequence[RunResult], reference: str = "otc") -> list[CurR
     return rows
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
+_COST_HEAD = ("Strategy", "Setting", "Flow", "# Input tokens per dialogue", "× OTC", "# Upstream calls per dialogue",
+              "n")  # fmt: skip
+_CUR_HEAD = ("Strategy", "Setting", "CUR", "CUR+", "T1–9 (old+new)", "T10–15 (new only)", "history mentions old",
+             "no mention", "propagation", "no propagation")  # fmt: skip
 
 
 def cur_markdown(rows: Sequence[CurRow]) -> str:
     """Two markdown tables: cost in KEIC Table 1's layout (flow, input tokens and upstream calls per dialogue,
     × OTC) and CUR (skeleton, extended, per template group and instance flag), in percent."""
-    lines = [
-        "Cost per dialogue (KEIC Table 1 columns; input tokens include the editors' upstream calls):",
-        "",
-        "| Strategy | Setting | Flow | # Input tokens per dialogue | × OTC | # Upstream calls per dialogue | n |",
-        "|---|---|---|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        tokens = "–" if r.input_tokens is None else f"{r.input_tokens:,.0f}"
-        ratio = "–" if r.tokens_vs_otc is None else f"{r.tokens_vs_otc:.2f}x"
-        lines.append(
-            f"| {r.strategy} | {r.arrangement.upper()} | {r.flow or '–'} | {tokens} | {ratio} | "
-            f"{r.upstream_calls:.2f} | {r.n} |"
-        )
-    lines += [
-        "",
-        "Context-update rate, % (CUR: the old fact is gone from the forwarded history; CUR+: also no Q/A turn still "
-        "states it, judged on `history_mentions_old` instances; groups and flags use CUR+):",
-        "",
-        "| Strategy | Setting | CUR | CUR+ | T1–9 (old+new) | T10–15 (new only) | history mentions old | "
-        "no mention | propagation | no propagation |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        cells = [
-            r.cur,
-            r.cur_ext,
-            r.cur_old_new,
-            r.cur_new_only,
-            r.cur_hmo,
-            r.cur_no_hmo,
-            r.cur_prop,
-            r.cur_no_prop,
-        ]
-        lines.append(f"| {r.strategy} | {r.arrangement.upper()} | " + " | ".join(map(_pct, cells)) + " |")
-    return "\n".join(lines) + "\n"
+    cost = [
+        [r.strategy, r.arrangement.upper(), r.flow or "–",
+         "–" if r.input_tokens is None else f"{r.input_tokens:,.0f}",
+         "–" if r.tokens_vs_otc is None else f"{r.tokens_vs_otc:.2f}x", f"{r.upstream_calls:.2f}", str(r.n)]
+        for r in rows
+    ]  # fmt: skip
+    cur = [
+        [r.strategy, r.arrangement.upper(), *map(percent, (r.cur, r.cur_ext, r.cur_old_new, r.cur_new_only,
+                                                           r.cur_hmo, r.cur_no_hmo, r.cur_prop, r.cur_no_prop))]
+        for r in rows
+    ]  # fmt: skip
+    return (
+        "Cost per dialogue (KEIC Table 1 columns; input tokens include the editors' upstream calls):\n\n"
+        + markdown_table(_COST_HEAD, cost, left=3)
+        + "\nContext-update rate, % (CUR: the old fact is gone from the forwarded history; CUR+: also no Q/A turn "
+        "still states it, judged on `history_mentions_old` instances; groups and flags use CUR+):\n\n"
+        + markdown_table(_CUR_HEAD, cur, left=2)
+    )
 
 
 def write_cur_csv(rows: Sequence[CurRow], path: str | Path) -> None:

@@ -39,9 +39,10 @@ from typing import Any, Literal
 import httpx
 import openai
 from pydantic import BaseModel, ConfigDict, Field
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from keproxy.eval.core.cache import AnswerCache, request_key
+from keproxy.eval.core.outputs import RunOutputs
+from keproxy.eval.core.progress import progress_bar
 from keproxy.eval.core.proxy import HarnessError, default_model, serve_proxy
 from keproxy.eval.core.transcripts import complete_with_transcript
 from keproxy.eval.core.urls import ProxyRoot
@@ -228,16 +229,6 @@ def _result(job: Job, entry: Mapping[str, Any], cached: bool) -> RunResult:
 # --- the run -----------------------------------------------------------------------------------------------
 
 
-def _progress(enabled: bool) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        disable=not enabled,
-    )
-
-
 def _ask_all(
     config: HarnessConfig,
     pending: Sequence[tuple[int, Job, str]],
@@ -267,7 +258,7 @@ def _ask_all(
             httpx.Client(base_url=root, timeout=60.0, transport=transport,
                          headers={"authorization": f"Bearer {config.api_key}"}) as http,
             ThreadPoolExecutor(max_workers=config.concurrency) as pool,
-            _progress(config.progress) as bar,
+            progress_bar(config.progress) as bar,
         ):  # fmt: skip
             task = bar.add_task("KEIC harness", total=len(pending))
             # A bounded window of futures: finished answers go to the cache and are not kept in memory.
@@ -426,22 +417,22 @@ def _write_outputs(
     table = score_table2(results, vote=config.vote)
     curve = score_table2(results, ks=range(1, len(config.templates) + 1), vote=config.vote)
     cur_rows = cur_table(results)
-    files = [out / "runs.csv", out / "table2.md", out / "table2.csv", out / "cur.md", out / "cur.csv"]
-    _write_runs_csv(results, files[0])
-    files[1].write_text(table2_markdown(table, strategies, arrangements), encoding="utf-8")
-    write_table2_csv(table, files[2], strategies, arrangements)
-    files[3].write_text(cur_markdown(cur_rows), encoding="utf-8")
-    write_cur_csv(cur_rows, files[4])
+    outputs = RunOutputs(out)
+    outputs.write("runs.csv", lambda path: _write_runs_csv(results, path))
+    outputs.text("table2.md", table2_markdown(table, strategies, arrangements))
+    outputs.write("table2.csv", lambda path: write_table2_csv(table, path, strategies, arrangements))
+    outputs.text("cur.md", cur_markdown(cur_rows))
+    outputs.write("cur.csv", lambda path: write_cur_csv(cur_rows, path))
     if write_baseline_csv(table, out / "baseline.csv"):
-        files.append(out / "baseline.csv")
+        outputs.add(out / "baseline.csv")
     baseline = next((r for r in table if r.strategy == BASELINE), None)
     if config.plots and results:
         from keproxy.eval.keic.plots import write_plots
 
-        files += write_plots(curve, out, None if baseline is None else {"update": baseline.update.mean})
+        for path in write_plots(curve, out, None if baseline is None else {"update": baseline.update.mean}):
+            outputs.add(path)
     if errors:
-        (out / "errors.jsonl").write_text("".join(json.dumps(e) + "\n" for e in errors), encoding="utf-8")
-        files.append(out / "errors.jsonl")
+        outputs.text("errors.jsonl", "".join(json.dumps(e) + "\n" for e in errors))
     else:
         (out / "errors.jsonl").unlink(missing_ok=True)  # a previous run's failures are retried by now
     summary = {
@@ -455,6 +446,7 @@ def _write_outputs(
         "table2": [asdict(r) for r in table],
         "cur": [asdict(r) for r in cur_rows],
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    files.append(out / "summary.json")
-    return HarnessReport(results, table, cur_rows, errors, requests=requests, cached=cached, files=files)
+    outputs.json("summary.json", summary, newline=True)
+    return HarnessReport(
+        results, table, cur_rows, errors, requests=requests, cached=cached, files=outputs.files
+    )

@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 import openai
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from keproxy.editors.templates import parse_template_range
+from keproxy.eval.core.progress import progress_bar
 from keproxy.eval.core.transcripts import ReplayError, complete_with_transcript
 from keproxy.eval.core.urls import proxy_root
 from keproxy.eval.keic.data import Dialogue, build_dialogue, load_keic
@@ -212,13 +212,7 @@ def replay_keic(
         openai.OpenAI(base_url=f"{root}/v1", api_key=api_key) as client,
         httpx.Client(base_url=root, timeout=60.0) as http,
         ThreadPoolExecutor(max_workers=concurrency) as pool,
-        Progress(
-            TextColumn("KEIC replay"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            disable=not progress,
-        ) as bar,
+        progress_bar(progress, text="KEIC replay") as bar,
     ):
         task = bar.add_task("replay", total=len(jobs))
         futures = {

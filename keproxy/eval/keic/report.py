@@ -12,15 +12,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["format_rate", "print_summary", "summary_tables"]
+from keproxy.eval.core.tables import percent
+
+__all__ = ["print_summary", "summary_tables"]
 
 _OLD_AND_NEW = range(1, 10)
 _NEW_ONLY = range(10, 16)
-
-
-def format_rate(rate: float | None) -> str:
-    """A rate in [0, 1] as a percentage with one decimal ("66.7"); "–" for None."""
-    return "–" if rate is None else f"{100 * rate:.1f}"
 
 
 def _mean_over(by_template: Mapping[str, float], templates: Iterable[int]) -> float | None:
@@ -48,16 +45,16 @@ def summary_tables(summary: Mapping[str, Mapping[str, Any]]) -> tuple[Table, Tab
         by_template: Mapping[str, float] = row.get("cur_by_template", {})
         overview.add_row(
             strategy,
-            format_rate(row.get("cur")),
-            format_rate(_mean_over(by_template, _OLD_AND_NEW)),
-            format_rate(_mean_over(by_template, _NEW_ONLY)),
-            format_rate(row.get("update")),
-            format_rate(row.get("no_update")),
-            format_rate(row.get("na")),
+            percent(row.get("cur")),
+            percent(_mean_over(by_template, _OLD_AND_NEW)),
+            percent(_mean_over(by_template, _NEW_ONLY)),
+            percent(row.get("update")),
+            percent(row.get("no_update")),
+            percent(row.get("na")),
             str(row.get("n", 0)),
         )
     for t in range(1, 16):
-        cells = [format_rate(row.get("cur_by_template", {}).get(str(t))) for row in summary.values()]
+        cells = [percent(row.get("cur_by_template", {}).get(str(t))) for row in summary.values()]
         if any(cell != "–" for cell in cells):
             per_template.add_row(str(t), *cells)
     return overview, per_template

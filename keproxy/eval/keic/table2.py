@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from keproxy.eval.core.tables import markdown_table
 from keproxy.eval.keic.metrics import Outcome
 
 __all__ = [
@@ -282,13 +283,7 @@ def table2_markdown(
     and the top-K templates of each cell. "–" marks a missing cell."""
     strats, arrs, by_key = _grid(rows, strategies, arrangements)
     header = ["Setting", "K"] + [f"{title.split(' (')[0]} {s}" for _, title in _METRICS for s in strats]
-    lines = [
-        "Update (↑, Maj) / No Update (↓, Maj) / Upper Bound (↑), % — mean (std over runs); N/A = 100 − Update − "
-        "No Update is left out, as in the paper.",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---", "---:"] + ["---:"] * (len(header) - 2)) + "|",
-    ]
+    body: list[list[str]] = []
     for arrangement in arrs:
         ks = sorted({k for (_, a, k) in by_key if a == arrangement})
         for i, k in enumerate(ks):
@@ -297,27 +292,26 @@ def table2_markdown(
                 for s in strats:
                     row = by_key.get((s, arrangement, k))
                     cells.append("–" if row is None else getattr(row, metric).percent())
-            lines.append("| " + " | ".join([arrangement.upper() if i == 0 else "", str(k), *cells]) + " |")
+            body.append([arrangement.upper() if i == 0 else "", str(k), *cells])
+    text = (
+        "Update (↑, Maj) / No Update (↓, Maj) / Upper Bound (↑), % — mean (std over runs); N/A = 100 − Update − "
+        "No Update is left out, as in the paper.\n\n" + markdown_table(header, body, left=1)
+    )
     baseline = [r for r in rows if r.strategy == BASELINE]
     if baseline:
         b = baseline[0]
-        lines += [
-            "",
-            "No update phase (baseline, KEIC §4.4: story replaced directly, no correction turn):",
-            "",
-            "| Update (↑) | No Update (↓) | N/A | units | runs |",
-            "|---:|---:|---:|---:|---:|",
-            f"| {b.update.percent()} | {b.no_update.percent()} | {b.na.percent()} | {b.n_units} | {b.n_runs} |",
-        ]
+        cells = [b.update.percent(), b.no_update.percent(), b.na.percent(), str(b.n_units), str(b.n_runs)]
+        text += "\nNo update phase (baseline, KEIC §4.4: story replaced directly, no correction turn):\n\n"
+        text += markdown_table(("Update (↑)", "No Update (↓)", "N/A", "units", "runs"), [cells], left=0)
     tops = [(s, a) for a in arrs for s in strats if any(key[:2] == (s, a) for key in by_key)]
     if tops:
-        lines += ["", "Templates ranked by update (best first):", ""]
-        lines += ["| Setting | Strategy | Ranking |", "|---|---|---|"]
+        ranked = []
         for s, a in tops:
             k_max = max(k for (s2, a2, k) in by_key if (s2, a2) == (s, a))
-            ranking = by_key[(s, a, k_max)].templates
-            lines.append(f"| {a.upper()} | {s} | {', '.join(map(str, ranking))} |")
-    return "\n".join(lines) + "\n"
+            ranked.append([a.upper(), s, ", ".join(map(str, by_key[(s, a, k_max)].templates))])
+        text += "\nTemplates ranked by update (best first):\n\n"
+        text += markdown_table(("Setting", "Strategy", "Ranking"), ranked)
+    return text
 
 
 def table2_csv_columns(strategies: Sequence[str]) -> list[str]:

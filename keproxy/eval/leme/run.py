@@ -36,8 +36,6 @@ judgements are cached in ``out/cache``.
 
 from __future__ import annotations
 
-import csv
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -50,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache
+from keproxy.eval.core.outputs import RunOutputs
 from keproxy.eval.core.proxy import HarnessError, default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.leme.data import LemeCase, load_leme
@@ -324,38 +323,24 @@ def _score(
         report.rows.append(row)
 
 
-def _csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["method"])
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def _write_outputs(
     config: LemeEvalConfig,
     report: LemeEvalReport,
     gens: Sequence[_Gen],
     passages: Mapping[tuple[str, str, str], str],
 ) -> list[Path]:
-    out = config.out
-    (out / "claims.md").write_text(claims_markdown(report.claims), encoding="utf-8")
-    (out / "table.md").write_text(table_markdown(report.rows), encoding="utf-8")
-    _csv(report.claims, out / "claims.csv")
-    _csv(report.rows, out / "table.csv")
-    with (out / "passages.csv").open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["case_id", "method", "passage", "prompt", "text"])
-        for g in gens:
-            writer.writerow([g.case.case_id, g.method, g.passage, g.request.messages[0]["content"],
-                             passages[(g.case.case_id, g.method, g.passage)]])  # fmt: skip
+    outputs = RunOutputs(config.out)
+    outputs.text("claims.md", claims_markdown(report.claims))
+    outputs.csv_dicts("claims.csv", report.claims)
+    outputs.text("table.md", table_markdown(report.rows))
+    outputs.csv_dicts("table.csv", report.rows)
+    passage_rows = [[g.case.case_id, g.method, g.passage, g.request.messages[0]["content"],
+                     passages[(g.case.case_id, g.method, g.passage)]] for g in gens]  # fmt: skip
+    outputs.csv_rows("passages.csv", ("case_id", "method", "passage", "prompt", "text"), passage_rows)
     summary = {"n": config.n, "requests": report.requests, "cached": report.cached,
                "edits_added": report.edits_added, "seconds": round(report.seconds, 1), "notes": report.notes,
                "claims": report.claims, "rows": report.rows}  # fmt: skip
-    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    files = [
-        out / n for n in ("claims.md", "claims.csv", "table.md", "table.csv", "passages.csv", "summary.json")
-    ]
+    outputs.json("summary.json", summary)
     if config.plots and report.claims:
-        plot_claims(report.claims, out / "leme.png")
-        files.append(out / "leme.png")
-    return files
+        outputs.write("leme.png", lambda path: plot_claims(report.claims, path))
+    return outputs.files

@@ -28,11 +28,9 @@ Outputs in ``out``: ``table.md`` / ``table.csv``, ``hops.md`` / ``hops.csv``, ``
 
 from __future__ import annotations
 
-import csv
-import json
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache
+from keproxy.eval.core.metrics import rate
+from keproxy.eval.core.outputs import RunOutputs
 from keproxy.eval.core.proxy import default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.mquake.data import MQuAKECase, load_mquake
@@ -212,10 +212,6 @@ def _has(ask: _Ask, edit: Edit) -> bool:
     return any(e.id == edit.id for e in ask.facts)
 
 
-def _rate(values: Sequence[bool]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def _rows(asks: Sequence[_Ask], answers: dict[int, str], methods: Sequence[str]) -> list[dict[str, Any]]:
     rows = []
     for method in methods:
@@ -230,10 +226,10 @@ def _rows(asks: Sequence[_Ask], answers: dict[int, str], methods: Sequence[str])
             by_case_lenient.setdefault(a.case.case_id, []).append(lenient)
         rows.append({
             "method": MQUAKE_METHODS[method],
-            "multi_hop_acc": _rate([any(v) for v in by_case.values()]),
-            "multi_hop_acc_lenient": _rate([any(v) for v in by_case_lenient.values()]),
-            "question_acc": _rate(new_em), "question_acc_lenient": _rate(new_any), "old_answer_rate": _rate(old_any),
-            "all_hops_in_context": _rate([all(_has(a, e) for e in a.case.edits) for a in mine]) if method != "none" else None,
+            "multi_hop_acc": rate([any(v) for v in by_case.values()]),
+            "multi_hop_acc_lenient": rate([any(v) for v in by_case_lenient.values()]),
+            "question_acc": rate(new_em), "question_acc_lenient": rate(new_any), "old_answer_rate": rate(old_any),
+            "all_hops_in_context": rate([all(_has(a, e) for e in a.case.edits) for a in mine]) if method != "none" else None,
             "mean_edits_in_context": sum(len(a.facts) for a in mine) / len(mine) if mine else None,
             "n_cases": len(by_case), "n_questions": len(mine),
         })  # fmt: skip
@@ -249,10 +245,10 @@ def _hop_rows(asks: Sequence[_Ask], answers: dict[int, str]) -> list[dict[str, A
         row: dict[str, Any] = {"hop": hop + 1}
         for method in ("retrieval", "hops"):
             mine = [a for a in asks if a.method == method]
-            row[f"recall_{method}"] = _rate([_has(a, a.case.edits[hop]) for a in mine])
+            row[f"recall_{method}"] = rate([_has(a, a.case.edits[hop]) for a in mine])
         singles = [a for a in asks if a.method == "single-hop" and a.hop == hop]
-        row["single_hop_top1_right_edit"] = _rate([_has(a, a.case.edits[hop]) for a in singles])
-        row["single_hop_acc"] = _rate(
+        row["single_hop_top1_right_edit"] = rate([_has(a, a.case.edits[hop]) for a in singles])
+        row["single_hop_acc"] = rate(
             [answer_matches(answers[id(a)], a.case.single_hops[hop][1], lenient=True) for a in singles]
         )
         row["n_single_hop"] = len(singles)
@@ -260,36 +256,31 @@ def _hop_rows(asks: Sequence[_Ask], answers: dict[int, str]) -> list[dict[str, A
     return rows
 
 
-def _csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["method"])
-        writer.writeheader()
-        writer.writerows(rows)
+_CASE_COLUMNS = ("case_id", "method", "hop", "question", "edits_in_context", "answer", "new_answer", "right")
+
+
+def _case_rows(asks: Sequence[_Ask], answers: dict[int, str]) -> Iterator[list[Any]]:
+    """One ``cases.csv`` row per question asked (multi-hop and single-hop)."""
+    for a in asks:
+        golds = a.case.single_hops[a.hop][1] if a.hop is not None else a.case.new_answer
+        yield [a.case.case_id, a.method, "" if a.hop is None else a.hop + 1, a.question,
+               " | ".join(e.id for e in a.facts), answers[id(a)], golds[0],
+               answer_matches(answers[id(a)], golds, lenient=True)]  # fmt: skip
 
 
 def _write_outputs(
     config: MQuAKEEvalConfig, report: MQuAKEEvalReport, asks: Sequence[_Ask], answers: dict[int, str]
 ) -> list[Path]:
-    out = config.out
-    (out / "table.md").write_text(table_markdown(report.rows), encoding="utf-8")
-    (out / "hops.md").write_text(hops_markdown(report.hops), encoding="utf-8")
-    _csv(report.rows, out / "table.csv")
-    _csv(report.hops, out / "hops.csv")
-    with (out / "cases.csv").open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["case_id", "method", "hop", "question", "edits_in_context", "answer", "new_answer",
-                         "right"])  # fmt: skip
-        for a in asks:
-            golds = a.case.single_hops[a.hop][1] if a.hop is not None else a.case.new_answer
-            writer.writerow([a.case.case_id, a.method, "" if a.hop is None else a.hop + 1, a.question,
-                             " | ".join(e.id for e in a.facts), answers[id(a)], golds[0],
-                             answer_matches(answers[id(a)], golds, lenient=True)])  # fmt: skip
+    outputs = RunOutputs(config.out)
+    outputs.text("table.md", table_markdown(report.rows))
+    outputs.csv_dicts("table.csv", report.rows)
+    outputs.text("hops.md", hops_markdown(report.hops))
+    outputs.csv_dicts("hops.csv", report.hops)
+    outputs.csv_rows("cases.csv", _CASE_COLUMNS, _case_rows(asks, answers))
     summary = {"n": config.n, "k": config.k, "memory": config.memory, "requests": report.requests,
                "cached": report.cached, "seconds": round(report.seconds, 1), "rows": report.rows,
                "hops": report.hops}  # fmt: skip
-    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    files = [out / n for n in ("table.md", "table.csv", "hops.md", "hops.csv", "cases.csv", "summary.json")]
+    outputs.json("summary.json", summary)
     if config.plots:
-        plot_report(report.rows, report.hops, out / "mquake.png")
-        files.append(out / "mquake.png")
-    return files
+        outputs.write("mquake.png", lambda path: plot_report(report.rows, report.hops, path))
+    return outputs.files

@@ -12,13 +12,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from keproxy.eval.core.cli import comma_list
 from keproxy.eval.core.urls import base_url_option
 
 __all__ = ["eval_postedit_command"]
-
-
-def _csv(value: str) -> list[str]:
-    return [v.strip().lower() for v in value.split(",") if v.strip()]
 
 
 def _counts(rows: list[Any]) -> str:
@@ -75,7 +72,7 @@ def eval_postedit_command(
     err = Console(stderr=True)
     try:
         config = PostEditEvalConfig(
-            data=data.lower(), n=n, out=out, methods=_csv(methods), base_url=base_url, model=model,
+            data=data.lower(), n=n, out=out, methods=comma_list(methods), base_url=base_url, model=model,
             mock_response=mock_response, llm_model=llm_model, llm_mock_response=llm_mock_response,
             adapter=adapter, base_model=base_model, min_score=min_score, nli=nli, max_tokens=max_tokens,
             progress=progress, plots=plots, api_key=api_key,

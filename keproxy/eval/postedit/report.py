@@ -7,6 +7,8 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from keproxy.eval.core.plots import saved_figure
+from keproxy.eval.core.tables import markdown_table
 from keproxy.eval.postedit.metrics import METRICS, QUERY_TYPES, MetricRow
 
 __all__ = ["plot_table", "table_csv", "table_markdown"]
@@ -23,11 +25,8 @@ def table_markdown(rows: Sequence[MetricRow]) -> str:
     """Table 1's layout in markdown: rows = methods; per metric TE / SE / TR / SR the columns Simple, Rephrase,
     OOS, AVG, HM (percent)."""
     header = ["Method"] + [f"{m} {_HEAD[c]}" for m in METRICS for c in _COLUMNS]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in rows:
-        cells = [_fmt(row.cells[m][c]) for m in METRICS for c in _COLUMNS]
-        lines.append("| " + " | ".join([row.method, *cells]) + " |")
-    return "\n".join(lines) + "\n"
+    cells = [[row.method, *(_fmt(row.cells[m][c]) for m in METRICS for c in _COLUMNS)] for row in rows]
+    return markdown_table(header, cells)
 
 
 def table_csv(rows: Sequence[MetricRow], path: Path) -> None:
@@ -44,27 +43,23 @@ def table_csv(rows: Sequence[MetricRow], path: Path) -> None:
 
 def plot_table(rows: Sequence[MetricRow], path: Path, title: str) -> None:
     """Table 1 as grouped bars: one panel per metric, one bar per method and column (percent)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, axes = plt.subplots(1, len(METRICS), figsize=(4 * len(METRICS), 3.6), sharey=True)
-    width = 0.8 / max(len(rows), 1)
-    xs = np.arange(len(_COLUMNS))
-    for ax, metric in zip(axes, METRICS, strict=True):
-        for i, row in enumerate(rows):
-            values = [0.0 if math.isnan(v) else v for v in (row.cells[metric][c] for c in _COLUMNS)]
-            ax.bar(xs + i * width - 0.4 + width / 2, values, width, label=row.method)
-        ax.set_xticks(xs, [_HEAD[c] for c in _COLUMNS])
-        ax.set_title(metric)
-        ax.set_ylim(0, 100)
-    axes[0].set_ylabel("%")
-    # one legend under the panels: inside a panel it covers the bars
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(rows), fontsize=8, frameon=False)
-    fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figsize = (4 * len(METRICS), 3.6)
+    with saved_figure(
+        path, dpi=110, rect=(0, 0.08, 1, 1), nrows=1, ncols=len(METRICS), figsize=figsize, sharey=True
+    ) as (fig, axes):
+        width = 0.8 / max(len(rows), 1)
+        xs = np.arange(len(_COLUMNS))
+        for ax, metric in zip(axes, METRICS, strict=True):
+            for i, row in enumerate(rows):
+                values = [0.0 if math.isnan(v) else v for v in (row.cells[metric][c] for c in _COLUMNS)]
+                ax.bar(xs + i * width - 0.4 + width / 2, values, width, label=row.method)
+            ax.set_xticks(xs, [_HEAD[c] for c in _COLUMNS])
+            ax.set_title(metric)
+            ax.set_ylim(0, 100)
+        axes[0].set_ylabel("%")
+        # one legend under the panels: inside a panel it covers the bars
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=len(rows), fontsize=8, frameon=False)
+        fig.suptitle(title)

@@ -30,9 +30,7 @@ same over postEdit's test set: the queries whose y_o passes App. C.1's filter,
 from __future__ import annotations
 
 import asyncio
-import csv
 import hashlib
-import json
 import math
 import shutil
 import time
@@ -43,10 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache, request_key
+from keproxy.eval.core.outputs import RunOutputs
+from keproxy.eval.core.progress import progress_bar
 from keproxy.eval.core.proxy import HarnessError, default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.postedit.data import EditCase, load_cases
@@ -149,11 +148,6 @@ def method_names(config: PostEditEvalConfig) -> tuple[list[str], dict[str, str]]
         else:
             run.append(label)
     return run, skipped
-
-
-def _progress(enabled: bool) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    disable=not enabled)  # fmt: skip
 
 
 # --- upstream answers through the proxy ---------------------------------------------------------------------
@@ -344,7 +338,7 @@ def run_postedit_eval(
             ]
             log(f"postEdit-local: {len(gated)} gated queries, batched")
             _prefetch_local(editors["postEdit-local"], editor_ids["postEdit-local"], gated, cache)
-        with _progress(config.progress) as bar:
+        with progress_bar(config.progress) as bar:
             task = bar.add_task("post-editing", total=len(queries) * max(len(editors), 1))
             for (case, qtype, x), y_o, target in zip(queries, y_os, targets, strict=True):
                 for label in labels:
@@ -395,17 +389,12 @@ def run_postedit_eval(
 def _write_outputs(
     config: PostEditEvalConfig, report: PostEditEvalReport, rows_out: list[dict[str, Any]]
 ) -> list[Path]:
-    out = config.out
-    files = [out / "cases.csv", out / "table.md", out / "table.csv", out / "table-paper.md",
-             out / "table-paper.csv", out / "summary.json"]  # fmt: skip
-    with files[0].open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows_out[0]) if rows_out else ["method"])
-        writer.writeheader()
-        writer.writerows(rows_out)
-    files[1].write_text(table_markdown(report.rows), encoding="utf-8")
-    table_csv(report.rows, files[2])
-    files[3].write_text(table_markdown(report.paper_rows), encoding="utf-8")
-    table_csv(report.paper_rows, files[4])
+    outputs = RunOutputs(config.out)
+    outputs.csv_dicts("cases.csv", rows_out)
+    outputs.text("table.md", table_markdown(report.rows))
+    outputs.write("table.csv", lambda path: table_csv(report.rows, path))
+    outputs.text("table-paper.md", table_markdown(report.paper_rows))
+    outputs.write("table-paper.csv", lambda path: table_csv(report.paper_rows, path))
     summary = {
         "config": config.model_dump(mode="json"),
         "rows": [
@@ -422,8 +411,8 @@ def _write_outputs(
         "cached": report.cached,
         "seconds": round(report.seconds, 1),
     }
-    files[5].write_text(json.dumps(summary, indent=2, allow_nan=True), encoding="utf-8")
+    outputs.json("summary.json", summary)
     if config.plots and report.rows:
-        files.append(out / "postedit.png")
-        plot_table(report.rows, files[-1], f"postEdit metrics on {config.data} (n={config.n})")
-    return files
+        title = f"postEdit metrics on {config.data} (n={config.n})"
+        outputs.write("postedit.png", lambda path: plot_table(report.rows, path, title))
+    return outputs.files
