@@ -17,7 +17,6 @@ builds' manifests agree.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.metadata
 import json
@@ -27,7 +26,7 @@ import shutil
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from keproxy.memory.embeddings import packaged_model_path
 from keproxy.nli.base import LABELS, NLIBackend
 from keproxy.nli.local import MANIFEST_NAME, LocalNLI
+from keproxy.train.common import MINILM_LORA_TARGETS, LinearAdamW, deterministic_torch
 from keproxy.train.nli_data import (
     DEFAULT_SHARES,
     HANDMADE_PATH,
@@ -59,11 +59,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: The modules whose source goes into the config hash.
-_CODE_FILES = ("nli.py", "nli_data.py", "nli_edits.py")
+#: The modules whose source goes into the config hash (relative to keproxy/train).
+_CODE_FILES = ("nli.py", "nli_data.py", "nli_edits.py", "common.py")
 _MANIFEST_FORMAT = "keproxy-nli/2"
-#: LoRA targets: every attention projection and both feed-forward projections of every layer.
-_LORA_TARGETS = r".*\.layer\.\d+\.(attention\.self\.(query|key|value)|attention\.output\.dense|intermediate\.dense|output\.dense)"
 
 
 class NLITrainConfig(BaseModel):
@@ -277,15 +275,6 @@ def _batches(
     return batches
 
 
-def _lr_factor(step: int, planned: int, warmup_fraction: float) -> float:
-    """Learning-rate factor after ``step`` updates: linear warm-up over ``warmup_fraction`` of ``planned``
-    steps, then linear decay to 0 at ``planned``."""
-    done = (step + 1) / planned
-    if done < warmup_fraction:
-        return done / warmup_fraction
-    return max(0.0, (1.0 - done) / (1.0 - warmup_fraction))
-
-
 def _with_adapter(model: Any, config: NLITrainConfig) -> Any:
     """``model`` wrapped by a fresh peft LoRA adapter (pooler and classifier trained whole)."""
     from peft import LoraConfig, TaskType, get_peft_model
@@ -295,7 +284,7 @@ def _with_adapter(model: Any, config: NLITrainConfig) -> Any:
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
-        target_modules=_LORA_TARGETS,
+        target_modules=MINILM_LORA_TARGETS,
         modules_to_save=["classifier", "pooler"],
     )
     with warnings.catch_warnings():  # peft asks transformers' deprecated is_gradient_checkpointing
@@ -328,15 +317,12 @@ def _fit(
     batches = [b for _ in range(config.epochs) for b in _batches(premises, lengths, config.batch_size, rng)]
     planned = len(batches)
 
-    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    no_decay = [p for n, p in trainable if n.endswith("bias") or "LayerNorm" in n]
-    decay = [p for n, p in trainable if not (n.endswith("bias") or "LayerNorm" in n)]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.learning_rate,
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: _lr_factor(step, planned, config.warmup_fraction)
+    optimizer = LinearAdamW(
+        model,
+        learning_rate=config.learning_rate,
+        weight_decay=config.weight_decay,
+        planned=planned,
+        warmup_fraction=config.warmup_fraction,
     )
     pad = tokenizer.pad_token_id
     weights = torch.tensor([config.class_weights.get(label, 1.0) for label in LABELS])
@@ -351,11 +337,7 @@ def _fit(
             attention_mask=torch.tensor([[1] * len(ids[i]) + [0] * (width - len(ids[i])) for i in batch]),
         )
         loss = loss_fn(out.logits, torch.tensor([targets[i] for i in batch]))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for _, p in trainable], 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.step(loss)
         losses.append(loss.detach().item())
         if step % 50 == 0 or step == planned:
             log(
@@ -367,24 +349,6 @@ def _fit(
         "seconds": round(time.perf_counter() - start, 1),
         "final_loss": round(float(np.mean(losses[-50:])), 4) if losses else None,
     }
-
-
-@contextlib.contextmanager
-def _deterministic_torch(seed: int, threads: int) -> Iterator[None]:
-    """Seeds, deterministic kernels and ``threads`` intra-op threads for the block; torch's settings after."""
-    import torch
-
-    before = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-    torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before[0])
-        torch.use_deterministic_algorithms(before[1])
 
 
 def _replace_folder(tmp: Path, out: Path) -> None:
@@ -434,7 +398,7 @@ def train_nli(
     import transformers
 
     build_start = time.perf_counter()
-    with _deterministic_torch(config.seed, config.threads):
+    with deterministic_torch(config.seed, config.threads):
         data = build_nli_data(
             seed=config.seed,
             max_pairs=config.max_pairs,
