@@ -11,7 +11,7 @@ Sources (no evaluation split, no file outside the package):
   vs the user's correcting turn = contradiction; that sentence with the stale spans corrected vs the same turn =
   entailment; other sentences of the chat (every sentence of a look-alike negative chat) vs the last turn =
   neutral, so questions, hypotheticals, opinions and cue words that correct nothing are neutral.
-- ``chat-edits``: minimal edits (:mod:`keproxy.train.nli_edits`) of the corpus's sentences: a changed number,
+- ``chat-edits``: minimal edits (:mod:`keproxy.train.nli.edits`) of the corpus's sentences: a changed number,
   day, colour, name, opposite or negation = contradiction, a dropped trailing phrase or clause = entailment,
   another sentence of the same text = neutral.
 
@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 from keproxy.corrections.corpus import apply_stale_spans, family, load_corpus, split_of
 from keproxy.editors.sentences import split_sentences
 from keproxy.nli.base import LABELS, Label
-from keproxy.train.nli_edits import contradiction_edit, entailment_edits, text_names, truncated_contradiction
+from keproxy.train.nli.edits import contradiction_edit, entailment_edits, text_names, truncated_contradiction
 
 __all__ = [
     "DEFAULT_SHARES",
@@ -63,7 +63,7 @@ SOURCES: tuple[str, ...] = ("hand", "chats", "chat-edits")
 #: Share of each class's training pairs drawn from each source (renormalised over sources that have the class).
 DEFAULT_SHARES: Mapping[str, float] = {"hand": 0.4, "chats": 0.35, "chat-edits": 0.25}
 
-_DATA = Path(__file__).resolve().parent.parent / "data"
+_DATA = Path(__file__).resolve().parents[2] / "data"
 HANDMADE_PATH = _DATA / "nli-handmade.jsonl"
 HAND_TRAIN_PATH = _DATA / "nli" / "train-hand.jsonl"
 
@@ -217,7 +217,7 @@ def _chat_texts(chats: Iterable[Mapping[str, Any]]) -> dict[str, list[list[str]]
 
 
 def edit_items(texts: Mapping[str, Sequence[Sequence[str]]], source: str, rng: random.Random) -> list[_Item]:
-    """Minimal-edit pairs (:mod:`keproxy.train.nli_edits`) from ``texts``: group -> lists of sentences that are
+    """Minimal-edit pairs (:mod:`keproxy.train.nli.edits`) from ``texts``: group -> lists of sentences that are
     consistent with each other (a story; one speaker's turns). A sentence vs its edit = contradiction, vs a
     shortened copy = entailment, vs another sentence of its list (or that sentence's edit) = neutral.
     A list starting with "!" is not consistent: it gives no neutral pairs."""

