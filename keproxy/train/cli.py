@@ -16,7 +16,7 @@ from rich.table import Table
 
 from keproxy.nli.base import LABELS
 from keproxy.nli.local import MANIFEST_NAME, SHIPPED_ADAPTER
-from keproxy.train.editor_cli import train_editor_command
+from keproxy.train.editor.cli import train_editor_command
 from keproxy.train.nli.evaluate import manifest_scores
 from keproxy.train.nli.train import NLITrainConfig, read_manifest, train_nli
 

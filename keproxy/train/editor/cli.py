@@ -1,4 +1,4 @@
-"""``keproxy train editor``: the command-line face of :func:`keproxy.train.editor.train_editor`.
+"""``keproxy train editor``: the command-line face of :func:`keproxy.train.editor.train.train_editor`.
 
 :func:`train_editor_command` is a plain function with typer ``Annotated`` options, registered by
 ``keproxy.train.cli`` as ``train_app.command("editor")``. Exit codes: 0 done (or up to date), 2 bad arguments or
@@ -62,8 +62,8 @@ def train_editor_command(
 
     from keproxy.errors import ConfigError
     from keproxy.eval.core.proxy import HarnessError
-    from keproxy.train.editor import EditorTrainConfig, train_editor
-    from keproxy.train.editor_data import UpstreamSpec
+    from keproxy.train.editor.data import UpstreamSpec
+    from keproxy.train.editor.train import EditorTrainConfig, train_editor
 
     console, err = Console(), Console(stderr=True, log_path=False)
     try:
