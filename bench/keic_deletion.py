@@ -1,16 +1,16 @@
 """Deletion (KEIC Algorithm 1) with the offline NLI backend on the KEIC-authored dev set: CUR and input tokens.
 
 For every dev instance x support_new variant x correction template x arrangement (CAM, CBA), the KEIC dialogue
-(:func:`keproxy.eval.keic.build_dialogue`) goes through the default correction detector and
+(:func:`keproxy.eval.keic.data.build_dialogue`) goes through the default correction detector and
 :class:`keproxy.editors.history.deletion.DeletionEditor` with the NLI backend (``keproxy.nli.get_nli_backend``) and the
 MiniLM span locator, exactly as the proxy builds them. Measured on the forwarded messages:
 
-- ``cur``: the skeleton CUR (:func:`keproxy.eval.metrics.context_updated`: ``support_old`` nowhere but in the
+- ``cur``: the skeleton CUR (:func:`keproxy.eval.keic.metrics.context_updated`: ``support_old`` nowhere but in the
   correction turn, ``support_new`` in the story);
 - ``cur_ext``: ``cur`` and, for ``history_mentions_old`` instances, every Q/A pair that states the old fact gone
   (removed or rewritten). Which pairs state it is labelled by hand below (:data:`STALE`), per variant;
 - ``cur_ext_nli``: ``cur`` and no forwarded Q/A turn judged stale by the project's NLI staleness judge
-  (:class:`keproxy.eval.curx.StalenessJudge`: premise ``support_new``, hypothesis "question answer",
+  (:class:`keproxy.eval.keic.cur.StalenessJudge`: premise ``support_new``, hypothesis "question answer",
   P(contradiction) >= 0.5), when that module is available. It uses the same NLI model as the editor, so it
   is the weaker check; the hand labels are the primary one;
 - locality: Q/A pairs removed that do not state the old fact (all removed pairs of the other 40 instances),
@@ -57,8 +57,8 @@ from keproxy.corrections.sentences import split_sentences  # noqa: E402
 from keproxy.editors.base import EditContext  # noqa: E402
 from keproxy.editors.history.deletion.backends import estimate_tokens  # noqa: E402
 from keproxy.editors.history.deletion.editor import DeletionEditor  # noqa: E402
-from keproxy.eval.keic import Dialogue, KEICInstance, build_dialogue, load_keic  # noqa: E402
-from keproxy.eval.metrics import context_updated  # noqa: E402
+from keproxy.eval.keic.data import Dialogue, KEICInstance, build_dialogue, load_keic  # noqa: E402
+from keproxy.eval.keic.metrics import context_updated  # noqa: E402
 from keproxy.messages import Message, message_text  # noqa: E402
 
 DEV_SET = ROOT.parent / "shared" / "data" / "keic-authored" / "dev.jsonl"
@@ -259,7 +259,7 @@ async def run_grid(args: argparse.Namespace) -> dict[str, Any]:
 
 def _staleness_judge(nli: Any) -> Any:
     try:
-        from keproxy.eval.curx import StalenessJudge
+        from keproxy.eval.keic.cur import StalenessJudge
     except ImportError:
         return None
     return StalenessJudge(nli, threshold=0.5)

@@ -142,7 +142,7 @@ def transcripts_export(
 
 def _base_url(value: str) -> str:
     """``--base-url``: the proxy root from a root or /v1 URL (imported lazily: eval is heavy)."""
-    from keproxy.eval.urls import base_url_option
+    from keproxy.eval.core.urls import base_url_option
 
     return base_url_option(value) or value
 
@@ -173,8 +173,8 @@ def replay_keic_cmd(
 ) -> None:
     """Replay KEIC dialogues (Fig. 3a) through the proxy; print CUR and update / no-update per strategy."""
     from keproxy.corrections.templates import parse_template_range
-    from keproxy.eval.replay import replay_keic
-    from keproxy.eval.report import print_summary
+    from keproxy.eval.keic.replay import replay_keic
+    from keproxy.eval.keic.report import print_summary
 
     if arrangement not in ("cba", "cam"):
         console.print(f"[red]error:[/red] --arrangement must be cba or cam, got {arrangement!r}")
@@ -212,7 +212,7 @@ def demo(
 ) -> None:
     """Start ``keproxy serve`` on the embedded model, replay the KEIC dev set with otc,patch, print the table."""
     from keproxy.datasets import dataset_path
-    from keproxy.eval.harness import serve_proxy
+    from keproxy.eval.core.proxy import serve_proxy
 
     data = data or dataset_path("keic-authored")
     with serve_proxy(out / "state", mock_response=mock_response) as url:
@@ -227,15 +227,12 @@ def demo(
 
 def _register_subcommands() -> None:
     from keproxy.eval.chats.cli import eval_chats_command
-    from keproxy.eval.corrections_cli import eval_corrections_command
-    from keproxy.eval.elken_cli import (
-        eval_elken_command,
-        eval_elken_scope_command,
-        eval_leme_command,
-        eval_mquake_command,
-    )
-    from keproxy.eval.keic_harness_cli import eval_keic_command
-    from keproxy.eval.postedit_cli import eval_postedit_command
+    from keproxy.eval.corrections.cli import eval_corrections_command
+    from keproxy.eval.elken.cli import eval_elken_command, eval_elken_scope_command
+    from keproxy.eval.keic.cli import eval_keic_command
+    from keproxy.eval.leme.cli import eval_leme_command
+    from keproxy.eval.mquake.cli import eval_mquake_command
+    from keproxy.eval.postedit.cli import eval_postedit_command
     from keproxy.memory.cli import edits_app
     from keproxy.proxy.keys_cli import keys_app
     from keproxy.train.cli import train_app

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from keproxy.datasets import shared_data_dir
-from keproxy.eval.postedit_data import EditCase
+from keproxy.eval.postedit.data import EditCase
 from keproxy.memory.importers import counterfact_edit
 
 __all__ = ["COUNTERFACT_RECORDS", "counterfact_case", "needs_shared_data", "write_counterfact_eval"]

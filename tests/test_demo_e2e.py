@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from keproxy.eval.harness import wait_healthy
+from keproxy.eval.core.proxy import wait_healthy
 from keproxy.models.llama_server import free_port
 
 pytestmark = pytest.mark.e2e

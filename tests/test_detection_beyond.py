@@ -44,7 +44,7 @@ from keproxy.eval.corrections import (
     span_exact,
     span_token_f1,
 )
-from keproxy.eval.corrections_cli import eval_corrections_command
+from keproxy.eval.corrections.cli import eval_corrections_command
 from keproxy.nli import get_nli_backend
 from keproxy.nli.local import MANIFEST_NAME, default_artifact_path
 

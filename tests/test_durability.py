@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from keproxy.eval.harness import wait_healthy
+from keproxy.eval.core.proxy import wait_healthy
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.models.llama_server import free_port
 

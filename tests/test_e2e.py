@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from keproxy.eval.harness import wait_healthy
+from keproxy.eval.core.proxy import wait_healthy
 from keproxy.models.llama_server import free_port
 
 pytestmark = pytest.mark.e2e

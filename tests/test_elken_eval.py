@@ -12,14 +12,14 @@ from typer.testing import CliRunner
 
 from keproxy.cli import app
 from keproxy.datasets import shared_data_dir
-from keproxy.eval.elken import (
+from keproxy.eval.core.metrics import normalize_answer
+from keproxy.eval.elken.data import ElkenQuestion, load_elken
+from keproxy.eval.elken.metrics import (
     fact_correct,
-    normalize_answer,
     parse_consistency,
     parse_option,
     parse_rubric,
 )
-from keproxy.eval.elken_data import ElkenQuestion, load_elken
 
 SHARED = shared_data_dir()
 needs_elken = pytest.mark.skipif(

@@ -12,9 +12,9 @@ import typer
 from typer.testing import CliRunner
 
 from keproxy.datasets import SHARED_DATA_ENV, shared_data_dir
-from keproxy.eval.elken_cli import eval_elken_scope_command
-from keproxy.eval.elken_data import load_elken, parse_candidate
-from keproxy.eval.elken_scope import (
+from keproxy.eval.elken.cli import eval_elken_scope_command
+from keproxy.eval.elken.data import load_elken, parse_candidate
+from keproxy.eval.elken.scope import (
     BM25EventRetriever,
     ElkenScopeConfig,
     default_serac_threshold,

@@ -27,10 +27,13 @@ from typer.testing import CliRunner
 
 import keproxy.eval as keval
 from keproxy.datasets import sample_path
-from keproxy.eval import curx, harness, plots, table2
-from keproxy.eval.curx import StalenessJudge, cur_markdown, cur_table, extended_cur, qa_turns
-from keproxy.eval.harness import AnswerCache, HarnessConfig, HarnessError, request_key, run_harness
-from keproxy.eval.keic import (
+from keproxy.eval.core.cache import AnswerCache, request_key
+from keproxy.eval.core.proxy import HarnessError
+from keproxy.eval.keic import cur as curx
+from keproxy.eval.keic import harness, plots, table2
+from keproxy.eval.keic.cli import eval_keic_command
+from keproxy.eval.keic.cur import StalenessJudge, cur_markdown, cur_table, extended_cur, qa_turns
+from keproxy.eval.keic.data import (
     CORRECTION_ACK,
     STORY_PROMPT,
     KEICInstance,
@@ -38,9 +41,9 @@ from keproxy.eval.keic import (
     build_dialogue,
     load_keic,
 )
-from keproxy.eval.keic_harness_cli import eval_keic_command
-from keproxy.eval.metrics import Outcome, RunResult, context_updated, input_tokens, upstream_calls
-from keproxy.eval.table2 import (
+from keproxy.eval.keic.harness import HarnessConfig, run_harness
+from keproxy.eval.keic.metrics import Outcome, RunResult, context_updated, input_tokens, upstream_calls
+from keproxy.eval.keic.table2 import (
     Stat,
     majority,
     score_table2,

@@ -21,7 +21,8 @@ from rich.console import Console
 import keproxy.eval as keval
 from keproxy.corrections.templates import TEMPLATES, fill_template
 from keproxy.datasets import dataset_path, sample_path, shared_data_dir
-from keproxy.eval.keic import (
+from keproxy.eval.core.transcripts import REQUEST_ID_HEADER
+from keproxy.eval.keic.data import (
     CORRECTION_ACK,
     STORY_ACK,
     STORY_PROMPT,
@@ -31,22 +32,21 @@ from keproxy.eval.keic import (
     instance_from_authored,
     load_keic,
 )
-from keproxy.eval.metrics import (
+from keproxy.eval.keic.metrics import (
     ReplayResult,
     context_updated,
     extract_answer,
     score_answer,
     summarize,
 )
-from keproxy.eval.replay import (
+from keproxy.eval.keic.replay import (
     CSV_COLUMNS,
-    REQUEST_ID_HEADER,
     replay_keic,
     result_from_transcript,
     write_dialogues_csv,
     write_summary,
 )
-from keproxy.eval.report import print_summary
+from keproxy.eval.keic.report import print_summary
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COQA_FIXTURE = FIXTURES / "coqa_keic_sample.json"

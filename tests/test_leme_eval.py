@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from keproxy.cli import app
 from keproxy.datasets import shared_data_dir
-from keproxy.eval.leme import SURVEY_QUESTIONS, classify_claims, load_leme, parse_survey
+from keproxy.eval.leme.data import load_leme
+from keproxy.eval.leme.metrics import SURVEY_QUESTIONS, classify_claims, parse_survey
 from keproxy.nli.local import default_artifact_path
 
 SHARED = shared_data_dir()

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from keproxy.cli import app
 from keproxy.datasets import shared_data_dir
-from keproxy.eval.mquake import answer_matches, load_mquake
+from keproxy.eval.mquake.data import load_mquake
+from keproxy.eval.mquake.metrics import answer_matches
 
 SHARED = shared_data_dir()
 needs_mquake = pytest.mark.skipif(

@@ -28,9 +28,10 @@ from keproxy.nli import (
 from keproxy.nli.local import NLI_PATH_ENV
 from keproxy.train import build_nli_data, evaluate_nli, load_handmade
 from keproxy.train.cli import train_app
-from keproxy.train.nli import NLITrainConfig, manifest_scores, train_nli
-from keproxy.train.nli_data import SOURCES, chat_items, edit_items, hand_items, is_heldout, iter_texts
-from keproxy.train.nli_edits import ANTONYMS, contradiction_edit, entailment_edits, truncated_contradiction
+from keproxy.train.nli.data import SOURCES, chat_items, edit_items, hand_items, is_heldout, iter_texts
+from keproxy.train.nli.edits import ANTONYMS, contradiction_edit, entailment_edits, truncated_contradiction
+from keproxy.train.nli.evaluate import manifest_scores
+from keproxy.train.nli.train import NLITrainConfig, train_nli
 
 CHAT = {
     "id": "t-1",

@@ -12,9 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from keproxy.cli import app
-from keproxy.eval.postedit import PostEditEvalConfig, method_names, table_markdown
-from keproxy.eval.postedit_data import load_cases
-from keproxy.eval.postedit_metrics import CaseScores, table_rows
+from keproxy.eval.postedit.data import load_cases
+from keproxy.eval.postedit.metrics import CaseScores, table_rows
+from keproxy.eval.postedit.report import table_markdown
+from keproxy.eval.postedit.run import PostEditEvalConfig, method_names
 from keproxy.nli.local import default_artifact_path
 from tests.cases import counterfact_case, needs_shared_data, write_counterfact_eval
 
@@ -105,8 +106,8 @@ def test_eval_postedit_through_the_proxy(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_local_prefetch_caches_every_chunk(tmp_path: Path) -> None:
     """The batched local post-editor caches each chunk as it finishes, and asks nothing already cached."""
-    from keproxy.eval.harness import AnswerCache
-    from keproxy.eval.postedit import _post_edit_key, _prefetch_local
+    from keproxy.eval.core.cache import AnswerCache
+    from keproxy.eval.postedit.run import _post_edit_key, _prefetch_local
     from keproxy.memory.edits import RetrievedEdit
 
     case = counterfact_case()

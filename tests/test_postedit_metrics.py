@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from keproxy.eval.postedit_metrics import (
+from keproxy.eval.core.metrics import premise_windows
+from keproxy.eval.postedit.metrics import (
     CaseScores,
     PostEditCase,
     PostEditScorer,
@@ -17,7 +18,6 @@ from keproxy.eval.postedit_metrics import (
     harmonic_mean,
     mask,
     paper_test_query,
-    premise_windows,
     rouge1_f1,
     se_score,
     table_rows,

@@ -37,7 +37,7 @@ from tests import test_memory as sqlite_tests
 psycopg = pytest.importorskip("psycopg", reason="the 'postgres' extra (psycopg) is not installed")
 from psycopg import sql  # noqa: E402
 
-from keproxy.eval.harness import wait_healthy  # noqa: E402
+from keproxy.eval.core.proxy import wait_healthy  # noqa: E402
 from keproxy.memory.pg_store import PostgresEditStore  # noqa: E402
 from keproxy.transcripts.postgres import PostgresTranscriptStore  # noqa: E402
 

@@ -24,7 +24,7 @@ import orjson
 import pytest
 import yaml
 
-from keproxy.eval.harness import wait_healthy
+from keproxy.eval.core.proxy import wait_healthy
 from keproxy.models.llama_server import free_port
 from keproxy.settings import Settings, load_settings
 from tests.conftest import client_for

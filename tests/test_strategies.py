@@ -31,8 +31,8 @@ from keproxy.editors.history.registry import EditorRegistry, EditorResources
 from keproxy.editors.history.reiterate import ReiterateEditor
 from keproxy.editors.history.verification import VerificationEditor
 from keproxy.errors import ConfigError
-from keproxy.eval import keic
-from keproxy.eval.keic import Dialogue, KEICInstance, build_dialogue, load_keic
+from keproxy.eval.keic import data as keic
+from keproxy.eval.keic.data import Dialogue, KEICInstance, build_dialogue, load_keic
 from keproxy.messages import Message, message_text
 from keproxy.settings import load_settings
 

@@ -11,8 +11,8 @@ import pytest
 
 from keproxy.editors.postedit import RETAIN_TOKEN, fill_t_edit
 from keproxy.nli.local import default_artifact_path
-from keproxy.train.editor import EditorTrainConfig, _encode, _lr_factor, config_hash
-from keproxy.train.editor_data import EditorExample, augment_span
+from keproxy.train.editor.data import EditorExample, augment_span
+from keproxy.train.editor.train import EditorTrainConfig, _encode, _lr_factor, config_hash
 from tests.cases import counterfact_case
 
 
@@ -80,8 +80,8 @@ def test_config_hash_depends_on_config_and_examples() -> None:
 def test_train_editor_two_steps(tmp_path: Path) -> None:
     """A real build: y_o through the proxy subprocess (mock upstream), SmolLM2 converted from the GGUF (reused
     from artifacts/smollm2-hf when present), 2 LoRA steps, adapter + manifest saved, and a second call cached."""
-    from keproxy.train.editor import DEFAULT_BASE_DIR, train_editor
-    from keproxy.train.editor_data import UpstreamSpec
+    from keproxy.train.editor.data import UpstreamSpec
+    from keproxy.train.editor.train import DEFAULT_BASE_DIR, train_editor
 
     base_dir = DEFAULT_BASE_DIR if (DEFAULT_BASE_DIR / "config.json").is_file() else tmp_path / "base"
     out = tmp_path / "post-editor"
@@ -111,7 +111,7 @@ def test_train_editor_two_steps(tmp_path: Path) -> None:
 
 
 def test_dtype_auto_follows_the_cpu() -> None:
-    from keproxy.train.editor import native_bf16, resolve_dtype
+    from keproxy.train.editor.train import native_bf16, resolve_dtype
 
     assert resolve_dtype("float32") == "float32" and resolve_dtype("bfloat16") == "bfloat16"
     assert resolve_dtype("auto") == ("bfloat16" if native_bf16() else "float32")

@@ -14,7 +14,7 @@ import psutil
 from typer.testing import CliRunner
 
 from keproxy.cli import app
-from keproxy.eval.harness import wait_healthy
+from keproxy.eval.core.proxy import wait_healthy
 from keproxy.models.llama_server import free_port
 
 QUESTION = "In which city is the Eiffel Tower?"

@@ -1,38 +1,50 @@
-"""KEIC evaluation: instances and dialogues (:mod:`.keic`), metrics (:mod:`.metrics`), the replay through a
-running proxy (:mod:`.replay`) and its report (:mod:`.report`); the full harness (:mod:`.harness`) with Table 2
-scoring (:mod:`.table2`), extended CUR and cost (:mod:`.curx`) and Fig. 4 plots (:mod:`.plots`)."""
+"""keproxy's evaluations, one package per benchmark on the shared pieces of :mod:`.core` (proxy runner,
+answer cache, report helpers): KEIC (:mod:`.keic`: replay, harness, Table 2, CUR, Fig. 4), correction chats
+(:mod:`.chats`), correction detection (:mod:`.corrections`), postEdit (:mod:`.postedit`), ELKEN
+(:mod:`.elken`), LEME (:mod:`.leme`) and MQuAKE (:mod:`.mquake`). The names below are KEIC's and the core's."""
 
-from keproxy.eval.curx import CurRow, StalenessJudge, cur_table, extended_cur, qa_turns
-from keproxy.eval.harness import AnswerCache, HarnessConfig, HarnessError, HarnessReport, run_harness
+from keproxy.eval.core import AnswerCache, HarnessError, ReplayError
 from keproxy.eval.keic import (
     ARRANGEMENTS,
     CORRECTION_ACK,
+    CSV_COLUMNS,
     STORY_ACK,
     STORY_PROMPT,
+    CurRow,
     Dialogue,
+    HarnessConfig,
+    HarnessReport,
     KEICInstance,
+    ReplayResult,
+    RunResult,
+    StalenessJudge,
+    Stat,
+    Table2Row,
     build_baseline_dialogue,
     build_dialogue,
     check_instance,
-    load_keic,
-)
-from keproxy.eval.metrics import (
-    ReplayResult,
-    RunResult,
     context_updated,
     cur_by_template,
     cur_rate,
+    cur_table,
+    extended_cur,
     extract_answer,
     input_tokens,
+    load_keic,
+    majority,
     outcome_rates,
+    print_summary,
+    qa_turns,
+    replay_keic,
+    result_from_transcript,
+    run_harness,
     score_answer,
+    score_table2,
     summarize,
+    table2_markdown,
     upstream_calls,
+    write_plots,
 )
-from keproxy.eval.plots import write_plots
-from keproxy.eval.replay import CSV_COLUMNS, ReplayError, replay_keic, result_from_transcript
-from keproxy.eval.report import print_summary
-from keproxy.eval.table2 import Stat, Table2Row, majority, score_table2, table2_markdown
 
 __all__ = [
     "ARRANGEMENTS",

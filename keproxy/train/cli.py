@@ -16,8 +16,9 @@ from rich.table import Table
 
 from keproxy.nli.base import LABELS
 from keproxy.nli.local import MANIFEST_NAME, SHIPPED_ADAPTER
-from keproxy.train.editor_cli import train_editor_command
-from keproxy.train.nli import NLITrainConfig, manifest_scores, read_manifest, train_nli
+from keproxy.train.editor.cli import train_editor_command
+from keproxy.train.nli.evaluate import manifest_scores
+from keproxy.train.nli.train import NLITrainConfig, read_manifest, train_nli
 
 __all__ = ["train_app"]
 

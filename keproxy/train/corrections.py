@@ -30,13 +30,11 @@ from keproxy.corrections.corpus import corpus_files, load_corpus
 from keproxy.corrections.model import MANIFEST_NAME, MODELS_DIR, Tagger, encode, labels_for
 from keproxy.corrections.tagging import STALE_LABELS, TURN_LABELS, Example, stale_examples, turn_examples
 from keproxy.models.artifacts import packaged_model_path
-from keproxy.train.nli import _deterministic_torch, _lr_factor
+from keproxy.train.common import MINILM_LORA_TARGETS, LinearAdamW, deterministic_torch
 
 __all__ = ["TAGGERS", "TaggerTrainConfig", "train_tagger"]
 
 logger = logging.getLogger(__name__)
-
-_LORA_TARGETS = r".*\.layer\.\d+\.(attention\.self\.(query|key|value)|attention\.output\.dense|intermediate\.dense|output\.dense)"
 
 #: name -> (labels, tagged segment, positive sequence label, max_length, default epochs)
 TAGGERS: dict[str, tuple[tuple[str, ...], int, str, int, int]] = {
@@ -107,15 +105,12 @@ def _fit(model: Any, tokenizer: Any, rows: list[tuple[list[int], list[int], list
             rng.shuffle(part)
             batches += part
     planned = len(batches)
-    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    no_decay = [p for n, p in trainable if n.endswith("bias") or "LayerNorm" in n]
-    decay = [p for n, p in trainable if not (n.endswith("bias") or "LayerNorm" in n)]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.learning_rate,
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: _lr_factor(s, planned, config.warmup_fraction)
+    optimizer = LinearAdamW(
+        model,
+        learning_rate=config.learning_rate,
+        weight_decay=config.weight_decay,
+        planned=planned,
+        warmup_fraction=config.warmup_fraction,
     )
     loss_fn = torch.nn.CrossEntropyLoss(ignore_index=-100)
     model.train()
@@ -131,11 +126,7 @@ def _fit(model: Any, tokenizer: Any, rows: list[tuple[list[int], list[int], list
         loss = loss_fn(logits[:, 1:].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1)) + loss_fn(
             logits[:, 0], labels[:, 0]
         )
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for _, p in trainable], 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.step(loss)
         losses.append(loss.detach().item())
         if step % 50 == 0 or step == planned:
             log(
@@ -214,7 +205,7 @@ def train_tagger(
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
     build_start = time.perf_counter()
-    with _deterministic_torch(config.seed, config.threads):
+    with deterministic_torch(config.seed, config.threads):
         base = packaged_model_path()
         tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
         train = _examples(name, "train", config)
@@ -232,7 +223,7 @@ def train_tagger(
         )
         lora = LoraConfig(
             task_type=TaskType.TOKEN_CLS, r=config.lora_r, lora_alpha=config.lora_alpha,
-            lora_dropout=config.lora_dropout, target_modules=_LORA_TARGETS, modules_to_save=["classifier"],
+            lora_dropout=config.lora_dropout, target_modules=MINILM_LORA_TARGETS, modules_to_save=["classifier"],
         )  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)

@@ -72,7 +72,7 @@ def _chat_texts(chats: Iterable[Mapping[str, Any]]) -> Iterator[str]:
 
 
 #: Shared files that are training splits, not evaluation sets: CounterFact's val file trains the postEdit
-#: local editor (``keproxy train editor``: :func:`keproxy.train.editor_data.training_cases`, which drops the
+#: local editor (``keproxy train editor``: :func:`keproxy.train.editor.data.training_cases`, which drops the
 #: cases that leak an evaluation text, is what is checked); ELKEN's train split is never scored.
 _SHARED_TRAINING = ("counterfact/counterfact-val.json", "elken/train.json")
 
@@ -87,7 +87,7 @@ def training_sets(shared: Path | None = None) -> dict[str, list[str]]:
     }
     root = shared if shared is not None else shared_data_dir()
     if root is not None and (root / _SHARED_TRAINING[0]).is_file():
-        from keproxy.train.editor_data import case_texts, training_cases
+        from keproxy.train.editor.data import case_texts, training_cases
 
         cases = training_cases(["counterfact"], None, data_dir=root)
         sets["postedit-editor/counterfact-train"] = [text for case in cases for text in case_texts(case)]

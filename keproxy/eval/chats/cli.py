@@ -12,7 +12,8 @@ from rich.table import Table
 
 from keproxy.eval.chats.metrics import Summary
 from keproxy.eval.chats.run import ChatsReport, load_chats, run_chats
-from keproxy.eval.urls import base_url_option
+from keproxy.eval.core.plots import saved_figure
+from keproxy.eval.core.urls import base_url_option
 
 __all__ = ["chats_table", "eval_chats_command", "plot_chats"]
 
@@ -55,11 +56,6 @@ def markdown(summary: dict[str, Summary]) -> str:
 
 def plot_chats(summary: dict[str, Summary], path: Path) -> Path:
     """Grouped bars per style: recall (positives) or untouched (negatives), stale fixed, fixed cleanly."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     styles = [s for s in summary if s != "overall"]
     series = {
         "detected / untouched": [
@@ -74,17 +70,14 @@ def plot_chats(summary: dict[str, Summary], path: Path) -> Path:
         "stale spans fixed": [summary[s].rates()["stale_fixed"] or 0.0 for s in styles],
         "fixed cleanly": [summary[s].rates()["fixed_cleanly"] or 0.0 for s in styles],
     }
-    fig, ax = plt.subplots(figsize=(max(8, len(styles) * 0.7), 4.5))
-    x = np.arange(len(styles))
-    for k, (name, values) in enumerate(series.items()):
-        ax.bar(x + (k - 1) * 0.27, [100 * v for v in values], width=0.27, label=name)
-    ax.set_xticks(x, styles, rotation=45, ha="right")
-    ax.set_ylabel("%")
-    ax.set_ylim(0, 105)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with saved_figure(path, dpi=120, figsize=(max(8, len(styles) * 0.7), 4.5)) as (_, ax):
+        x = np.arange(len(styles))
+        for k, (name, values) in enumerate(series.items()):
+            ax.bar(x + (k - 1) * 0.27, [100 * v for v in values], width=0.27, label=name)
+        ax.set_xticks(x, styles, rotation=45, ha="right")
+        ax.set_ylabel("%")
+        ax.set_ylim(0, 105)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
     return path
 
 

@@ -24,8 +24,8 @@ import yaml
 
 from keproxy.corrections.corpus import iter_chats, load_corpus
 from keproxy.eval.chats.metrics import ChatScore, Summary, score_chat, summarize
-from keproxy.eval.harness import serve_proxy
-from keproxy.eval.replay import complete_with_transcript
+from keproxy.eval.core.proxy import serve_proxy
+from keproxy.eval.core.transcripts import complete_with_transcript
 
 __all__ = ["ChatsReport", "load_chats", "run_chats"]
 

@@ -1,0 +1,69 @@
+"""``keproxy eval leme``: the command-line face of :func:`keproxy.eval.leme.run.run_leme_eval`.
+
+A plain function with typer ``Annotated`` options; the CLI registers it with ``eval_app.command("leme")``. Exit
+codes: 0 done, 2 bad arguments or a fatal error (missing shared data, missing embedding model, proxy trouble).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from keproxy.eval.core.cli import (
+    ApiKey,
+    BaseUrl,
+    MockResponse,
+    ModelAlias,
+    ShowProgress,
+    comma_list,
+    run_config,
+)
+
+__all__ = ["eval_leme_command"]
+
+
+def eval_leme_command(
+    n: Annotated[int, typer.Option("--n", min=1, help="LEME cases (of 100).")] = 20,
+    methods: Annotated[str, typer.Option(help="Comma-separated: none, prompt, ike, postedit.")] = (
+        "none,prompt,ike,postedit"
+    ),
+    survey_model: Annotated[
+        str | None, typer.Option(help="Alias of an LLM that rates LEME's 9 survey statements (1-7).")
+    ] = None,
+    max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of each passage.")] = 200,
+    nli: Annotated[str, typer.Option(help="NLI backend spec for the claim classification.")] = "local",
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Folder holding leme/; default: the shared data folder.")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("leme-eval"),
+    base_url: BaseUrl = None,
+    model: ModelAlias = None,
+    mock_response: MockResponse = None,
+    api_key: ApiKey = "keproxy",
+    progress: ShowProgress = True,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write leme.png.")] = True,
+) -> None:
+    """LEME through the proxy: main and related passages per edit mode; claim classification (supports /
+    neutral / contradicts) of new fact, old fact and ground truth; consistency, topicality, perplexity."""
+    from keproxy.eval.leme.run import LemeEvalConfig, run_leme_eval
+
+    def build() -> LemeEvalConfig:
+        return LemeEvalConfig(
+            n=n, methods=comma_list(methods), survey_model=survey_model, max_tokens=max_tokens, nli=nli,  # type: ignore[arg-type]
+            data_dir=data_dir, out=out, base_url=base_url, model=model, mock_response=mock_response,
+            api_key=api_key, progress=progress, plots=plots,
+        )  # fmt: skip
+
+    err = Console(stderr=True)
+    config, report = run_config(err, build, run_leme_eval)
+    print((config.out / "claims.md").read_text(encoding="utf-8"))
+    print((config.out / "table.md").read_text(encoding="utf-8"))
+    for note in report.notes:
+        err.print(f"note: {note}")
+    err.print(
+        f"LEME: {report.requests} passages asked, {report.cached} cached, {report.edits_added} edits stored; "
+        f"{report.seconds:.0f} s; wrote {', '.join(p.name for p in report.files)} to {config.out}"
+    )
