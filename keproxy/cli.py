@@ -225,26 +225,21 @@ def demo(
         )  # fmt: skip
 
 
+def register_benchmarks(target: typer.Typer) -> None:
+    """Add every registered benchmark (``keproxy.eval.registry.BENCHMARKS``: built-ins, then entry points) to
+    ``target`` as a command of its name."""
+    from keproxy.eval.registry import BENCHMARKS
+
+    for name in BENCHMARKS.in_order():
+        target.command(name)(BENCHMARKS.factory(name))
+
+
 def _register_subcommands() -> None:
-    from keproxy.eval.chats.cli import eval_chats_command
-    from keproxy.eval.corrections.cli import eval_corrections_command
-    from keproxy.eval.elken.cli import eval_elken_command, eval_elken_scope_command
-    from keproxy.eval.keic.cli import eval_keic_command
-    from keproxy.eval.leme.cli import eval_leme_command
-    from keproxy.eval.mquake.cli import eval_mquake_command
-    from keproxy.eval.postedit.cli import eval_postedit_command
     from keproxy.memory.cli import edits_app
     from keproxy.proxy.keys_cli import keys_app
     from keproxy.train.cli import train_app
 
-    eval_app.command("keic")(eval_keic_command)
-    eval_app.command("corrections")(eval_corrections_command)
-    eval_app.command("chats")(eval_chats_command)
-    eval_app.command("postedit")(eval_postedit_command)
-    eval_app.command("elken-scope")(eval_elken_scope_command)
-    eval_app.command("elken")(eval_elken_command)
-    eval_app.command("mquake")(eval_mquake_command)
-    eval_app.command("leme")(eval_leme_command)
+    register_benchmarks(eval_app)
     app.add_typer(train_app, name="train")
     app.add_typer(edits_app, name="edits")
     app.add_typer(keys_app, name="keys")

@@ -1,6 +1,8 @@
-"""One registry mechanism for every extension point: history strategies, correction detectors, post-editors.
+"""One registry mechanism for every extension point: history strategies, correction detectors, post-editors,
+benchmarks.
 
-A :class:`Registry` maps names to *factories* (callables that build the component from shared resources).
+A :class:`Registry` maps names to *factories* (callables that build the component from shared resources; for a
+benchmark, the typer command that runs it).
 Built-ins and third parties register the same way, as ``"module:attribute"`` references loaded on first use
 (so ``keproxy --help`` imports no model code):
 
@@ -72,6 +74,11 @@ class Registry(Generic[F]):
     def names(self) -> list[str]:
         """Every registered name: built-ins, added ones and entry points, sorted."""
         return sorted({*self._references, *self._entry_points()})
+
+    def in_order(self) -> list[str]:
+        """The built-ins in their table's order, then added names and entry points, sorted."""
+        builtins = [name for name, reference in self._references.items() if reference]
+        return builtins + sorted(set(self.names()) - set(builtins))
 
     def factory(self, name: str) -> F:
         """The factory registered as ``name`` (imported on first use). Raises UnknownPluginError."""

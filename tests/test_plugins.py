@@ -1,5 +1,5 @@
-"""Extension points: a third-party strategy, detector and post-editor are each one new file plus one
-registration (an entry point), loaded through ``keproxy.plugins.Registry`` exactly as the built-ins are, and
+"""Extension points: a third-party strategy, detector, post-editor and benchmark are each one new file plus
+one registration (an entry point), loaded through ``keproxy.plugins.Registry`` exactly as the built-ins are, and
 used by a real request through the in-process app.
 
 The example package is written to a temporary folder as a distribution would install it: the plugin module
@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
 from keproxy.corrections.detect.registry import DETECTORS, get_detector
 from keproxy.editors.history.registry import HISTORY_EDITORS, EditorRegistry
@@ -79,6 +81,11 @@ def detector(resources):
 
 def post_editor(resources):
     return Shout()
+
+
+def benchmark(n: int = 3) -> None:
+    """Count to N: a benchmark that needs no data."""
+    print(" ".join(str(i) for i in range(1, n + 1)))
 '''
 
 ENTRY_POINTS = """\
@@ -90,6 +97,9 @@ arrow = kp_example:detector
 
 [keproxy.post_editors]
 shout = kp_example:post_editor
+
+[keproxy.benchmarks]
+count = kp_example:benchmark
 """
 
 
@@ -113,6 +123,18 @@ def test_entry_points_register_a_strategy_a_detector_and_a_post_editor(installed
     detector = get_detector("arrow")
     found = detector.detect([{"role": "user", "content": "hi"}, {"role": "user", "content": "Paris -> Lyon"}])
     assert [(c.old, c.new, c.detector) for c in found] == [("Paris", "Lyon", "arrow")]
+
+
+def test_an_entry_point_adds_a_benchmark_to_keproxy_eval(installed_plugin: Path) -> None:
+    from keproxy.cli import register_benchmarks
+    from keproxy.eval.registry import BENCHMARKS
+
+    assert BENCHMARKS.in_order()[:2] == ["keic", "corrections"] and BENCHMARKS.in_order()[-1] == "count"
+    eval_app = typer.Typer()
+    register_benchmarks(eval_app)
+    result = CliRunner().invoke(eval_app, ["count", "--n", "4"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "1 2 3 4"
 
 
 def test_built_ins_are_not_replaced_by_an_entry_point_of_the_same_name(tmp_path: Path) -> None:
