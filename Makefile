@@ -40,7 +40,7 @@ pg:
 	{ apt-get install -y -q postgresql >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && \
 	  apt-get install -y -q postgresql >/dev/null 2>&1; } || echo "postgresql not installed: its tests skip"; }
 
-# The /demo page's browser test (tests/test_demo_e2e.py) drives Debian's chromium with playwright-core from npm,
+# The /demo page's browser test (tests/proxy/test_demo_e2e.py) drives Debian's chromium with playwright-core from npm,
 # pinned in tests/e2e/package-lock.json. Best effort, like pg: as root, chromium is installed when missing;
 # without node, the package or the browser that test skips.
 E2E_DIR := tests/e2e

@@ -1,4 +1,4 @@
-"""A write load for tests/test_durability.py, run as its own process (and killed with SIGKILL mid-load).
+"""A write load for tests/transcripts/test_durability.py, run as its own process (and killed with SIGKILL mid-load).
 
 Writes edits (add, then update every third one) and transcripts (``--concurrency`` coroutines, so SQLite's
 group commit takes batches) through keproxy's stores until killed, and prints one line to stdout for every

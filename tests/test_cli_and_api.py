@@ -86,8 +86,10 @@ def test_replay_rejects_bad_templates(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "package",
-    ["keproxy", "keproxy.proxy", "keproxy.editors", "keproxy.memory", "keproxy.eval", "keproxy.upstream",
-     "keproxy.transcripts"],
+    ["keproxy", "keproxy.proxy", "keproxy.pipeline", "keproxy.corrections", "keproxy.corrections.detect",
+     "keproxy.editors", "keproxy.editors.history", "keproxy.editors.history.deletion", "keproxy.editors.postedit",
+     "keproxy.memory", "keproxy.models", "keproxy.nli", "keproxy.eval", "keproxy.eval.core", "keproxy.train",
+     "keproxy.upstream", "keproxy.transcripts"],
 )  # fmt: skip
 def test_packages_declare_their_public_api(package: str) -> None:
     module = importlib.import_module(package)

@@ -21,7 +21,7 @@ autocommit connections.
 Replicas. Each replica keeps its own FAISS index (:class:`~keproxy.memory.memory.EditMemory`), which applies
 ``changes_since(index.change_seq)`` before every retrieval: one query on ``edit_changes``' primary key, which
 returns nothing when no replica wrote. A write committed on one replica is therefore seen by the next
-retrieval on every other one, with no LISTEN/NOTIFY (tests/test_postgres.py measures it).
+retrieval on every other one, with no LISTEN/NOTIFY (tests/memory/test_postgres.py measures it).
 
 Tables (see :data:`SCHEMA`): ``edits`` (current versions, filter columns + the Edit as JSON text),
 ``edit_versions``, ``edit_changes`` and ``edit_store_meta`` (the store id). Records are JSON text, not JSONB:

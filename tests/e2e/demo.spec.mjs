@@ -1,5 +1,5 @@
 // End-to-end test of keproxy's /demo page with playwright-core and Debian's chromium (headless).
-// Driven by tests/test_demo_e2e.py, which starts `keproxy serve --mock-response "<MOCK_ANSWER>"` with one alias
+// Driven by tests/proxy/test_demo_e2e.py, which starts `keproxy serve --mock-response "<MOCK_ANSWER>"` with one alias
 // and one API key. Environment:
 //   KEPROXY_URL          root URL of the running proxy (required)
 //   KEPROXY_API_KEY      the proxy key to type into the page (optional)

@@ -1,5 +1,5 @@
 // Unit tests of the demo page's pure helpers (keproxy/proxy/static/diff.js) under node's test runner:
-//   node --test tests/e2e/diff.test.mjs     (run by tests/test_demo_e2e.py; needs node only)
+//   node --test tests/e2e/diff.test.mjs     (run by tests/proxy/test_demo_e2e.py; needs node only)
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";

@@ -1,5 +1,5 @@
 """The demo chat app's routes (fast tier, in-process): the page and its assets, nothing else, no API key, no
-external URL. The page in a browser: tests/test_demo_e2e.py."""
+external URL. The page in a browser: tests/proxy/test_demo_e2e.py."""
 
 from __future__ import annotations
 

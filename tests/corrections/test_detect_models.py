@@ -47,11 +47,10 @@ from keproxy.eval.corrections import (
 from keproxy.eval.corrections.cli import eval_corrections_command
 from keproxy.nli import get_nli_backend
 from keproxy.nli.local import MANIFEST_NAME, default_artifact_path
+from tests.fakes import ENTAIL, FakeNLI
 
 DEV_SET = (shared_data_dir() or Path("/nonexistent")) / "corrections" / "dev.jsonl"
 NLI_ARTIFACT = default_artifact_path() / MANIFEST_NAME
-
-ENTAIL, NEUTRAL = (0.9, 0.08, 0.02), (0.1, 0.85, 0.05)
 
 
 def contra(p: float) -> tuple[float, float, float]:
@@ -76,21 +75,6 @@ class ToyEncoder:
             for word in re.findall(r"\w+", text.lower()):
                 out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 63] += 1.0
         return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
-class FakeNLI:
-    """NLI by lookup: (premise, hypothesis) -> probabilities; anything else is neutral. Records calls."""
-
-    name = "fake"
-
-    def __init__(self, table: Mapping[tuple[str, str], tuple[float, float, float]] | None = None) -> None:
-        self.table = dict(table or {})
-        self.pairs: list[tuple[str, str]] = []
-
-    def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        self.pairs.extend(pairs)
-        rows = [self.table.get((p, h), NEUTRAL) for p, h in pairs]
-        return np.asarray(rows, dtype=np.float32).reshape(len(pairs), 3)
 
 
 def make(nli: Any, encoder: ToyEncoder | None = None, **kwargs: Any) -> ContradictionDetector:

@@ -23,7 +23,7 @@ from keproxy.models.llama_server import free_port
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 E2E_DIR = ROOT / "tests" / "e2e"
 SCRIPT = E2E_DIR / "demo.spec.mjs"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
-import numpy as np
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -52,6 +51,7 @@ from keproxy.eval.keic.table2 import (
     write_baseline_csv,
     write_table2_csv,
 )
+from tests.fakes import FakeNLI
 
 SAMPLE = sample_path("keic-authored")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -303,21 +303,6 @@ def test_plots_write_valid_pngs(tmp_path: Path) -> None:
 # --- extended CUR -----------------------------------------------------------------------------------------
 
 
-class FakeNLI:
-    """Contradiction (0.9) when the hypothesis contains one of ``markers``, else neutral; counts pairs."""
-
-    name = "fake"
-
-    def __init__(self, *markers: str) -> None:
-        self.markers = markers
-        self.pairs: list[tuple[str, str]] = []
-
-    def predict(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        self.pairs.extend(pairs)
-        rows = [[0.05, 0.05, 0.9] if any(m in h for m in self.markers) else [0.1, 0.8, 0.1] for _, h in pairs]
-        return np.asarray(rows, dtype=np.float32).reshape(len(rows), 3)
-
-
 def _patched(messages: list[dict[str, Any]], old: str, new: str, skip: int) -> list[dict[str, Any]]:
     return [
         m if i == skip else {**m, "content": m["content"].replace(old, new)} for i, m in enumerate(messages)
@@ -344,7 +329,7 @@ def test_extended_cur_on_hand_made_transcripts(samples: list[KEICInstance]) -> N
         *patched[carrots + 1 :],
     ]
 
-    nli = FakeNLI("Carrots")
+    nli = FakeNLI(contradict=["Carrots"])
     judge = StalenessJudge(nli)
     stale = judge.judge([(patched, d), (rewritten, d), (removed, d), (d.messages, d), (leaky, d)])
     assert stale == [[carrots], [], [], [carrots], [carrots]]
@@ -509,7 +494,7 @@ def _config(tmp_path: Path, **overrides: Any) -> HarnessConfig:
 def test_harness_runs_caches_and_resumes(tmp_path: Path, samples: list[KEICInstance]) -> None:
     proxy = StandInProxy(samples)
     config = _config(tmp_path, concurrency=3, plots=True)
-    report = run_harness(config, transport=proxy.transport(), nli=FakeNLI("Carrots"))
+    report = run_harness(config, transport=proxy.transport(), nli=FakeNLI(contradict=["Carrots"]))
     # 2 runs x 2 instances x 2 variants x (1 baseline + 2 arrangements x 2 strategies x 3 templates)
     n = 2 * 2 * 2 * (1 + 2 * 2 * 3)
     assert proxy.chat_requests == n == report.requests == len(report.results) and report.cached == 0
@@ -553,7 +538,7 @@ def test_harness_runs_caches_and_resumes(tmp_path: Path, samples: list[KEICInsta
 
     # A second run asks nothing and gives the same tables.
     config = config.model_copy(update={"plots": False})
-    again = run_harness(config, transport=proxy.transport(), nli=FakeNLI("Carrots"))
+    again = run_harness(config, transport=proxy.transport(), nli=FakeNLI(contradict=["Carrots"]))
     assert proxy.chat_requests == n and again.requests == 0 and again.cached == n
     assert again.table2 == report.table2 and all(r.cached for r in again.results)
     # Resume: a lost answer is the only one asked again.
@@ -563,7 +548,7 @@ def test_harness_runs_caches_and_resumes(tmp_path: Path, samples: list[KEICInsta
     cache_file = out / "cache" / key[:2] / f"{key}.json"
     assert cache_file.is_file()
     cache_file.unlink()
-    resumed = run_harness(config, transport=proxy.transport(), nli=FakeNLI("Carrots"))
+    resumed = run_harness(config, transport=proxy.transport(), nli=FakeNLI(contradict=["Carrots"]))
     assert proxy.chat_requests == n + 1 and resumed.requests == 1 and resumed.cached == n - 1
 
 

@@ -5,7 +5,7 @@ commit) through keproxy's stores and prints each write once the store returned. 
 moment, reopens the databases and checks that every acknowledged edit (at its acknowledged version, with its
 version history) and every acknowledged transcript is there, that the edit change log has no gap, and that
 SQLite passes ``PRAGMA integrity_check``; then it starts the writer again on the same files (recovery) and
-kills it once more. The same load runs against PostgreSQL (tests/test_postgres.py's throwaway server) when
+kills it once more. The same load runs against PostgreSQL (tests/memory/test_postgres.py's throwaway server) when
 its binaries are installed.
 
 A last test kills a real ``keproxy serve`` under HTTP load: every edit the edits API answered 200 for and every
@@ -33,10 +33,10 @@ from keproxy.eval.core.proxy import wait_healthy
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.models.llama_server import free_port
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
-try:  # reuse the throwaway PostgreSQL server of tests/test_postgres.py (skips without its binaries)
-    from tests.test_postgres import pg_server, pg_url  # noqa: F401 (fixtures)
+try:  # reuse the throwaway PostgreSQL server of tests/memory/test_postgres.py (skips without its binaries)
+    from tests.memory.test_postgres import pg_server, pg_url  # noqa: F401 (fixtures)
 except pytest.skip.Exception:  # psycopg (the 'postgres' extra) is not installed
 
     @pytest.fixture

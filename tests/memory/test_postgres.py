@@ -32,7 +32,7 @@ from keproxy.memory import Edit, EditStore
 from keproxy.models.llama_server import free_port
 from keproxy.settings import load_settings
 from keproxy.transcripts import Transcript
-from tests import test_memory as sqlite_tests
+from tests.memory import test_memory as sqlite_tests
 
 psycopg = pytest.importorskip("psycopg", reason="the 'postgres' extra (psycopg) is not installed")
 from psycopg import sql  # noqa: E402

@@ -48,7 +48,7 @@ from keproxy.eval.keic.replay import (
 )
 from keproxy.eval.keic.report import print_summary
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 COQA_FIXTURE = FIXTURES / "coqa_keic_sample.json"
 KEIC_KEYS = [
     "id", "domain", "factual", "story", "history", "test_question", "old_answer", "support_old",

@@ -242,8 +242,8 @@ async def test_a_bug_below_the_pipeline_still_ends_in_a_transcript(
 
 # -- bad input ----------------------------------------------------------------------------------------------------
 
-try:  # reuse the throwaway PostgreSQL server of tests/test_postgres.py (skips without its binaries)
-    from tests.test_postgres import pg_server, pg_url  # noqa: F401 (fixtures)
+try:  # reuse the throwaway PostgreSQL server of tests/memory/test_postgres.py (skips without its binaries)
+    from tests.memory.test_postgres import pg_server, pg_url  # noqa: F401 (fixtures)
 except pytest.skip.Exception:  # psycopg (the 'postgres' extra) is not installed
 
     @pytest.fixture

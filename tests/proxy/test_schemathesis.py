@@ -3,7 +3,7 @@
 
 The app runs in-process (schemathesis' ASGI transport, lifespan included) with litellm's mock_response as the
 upstream, so a 5xx can only be keproxy's own failure; an error answer must carry OpenAI's error body. It keeps
-its edits and transcripts in SQLite, and again in PostgreSQL (tests/test_postgres.py's throwaway server, when
+its edits and transcripts in SQLite, and again in PostgreSQL (tests/memory/test_postgres.py's throwaway server, when
 its binaries are installed), whose text columns refuse what SQLite takes (NUL).
 Examples per operation and mode are bounded (``MAX_EXAMPLES``). The operations are driven from a plain test
 (``as_strategy`` + hypothesis) rather than schemathesis' pytest plugin, whose lazy ``from_fixture`` loader
@@ -37,8 +37,8 @@ OPERATIONS = {
 }  # fmt: skip
 
 
-try:  # reuse the throwaway PostgreSQL server of tests/test_postgres.py (skips without its binaries)
-    from tests.test_postgres import pg_server, pg_url  # noqa: F401 (fixtures)
+try:  # reuse the throwaway PostgreSQL server of tests/memory/test_postgres.py (skips without its binaries)
+    from tests.memory.test_postgres import pg_server, pg_url  # noqa: F401 (fixtures)
 except pytest.skip.Exception:  # psycopg (the 'postgres' extra) is not installed
 
     @pytest.fixture

@@ -36,7 +36,7 @@ from keproxy.eval.keic.data import Dialogue, KEICInstance, build_dialogue, load_
 from keproxy.messages import Message, message_text
 from keproxy.settings import load_settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEV_SET = (shared_data_dir() or Path("/nonexistent")) / "keic-authored" / "dev.jsonl"
 
 # A KEIC instance written for these tests: the history states the old fact twice ("Twice." / "A flat stone.").
