@@ -12,33 +12,15 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
+from pydantic_settings import BaseSettings
 
-from keproxy.settings import (
-    DetectionSettings,
-    HistorySettings,
-    LocalModelSettings,
-    MemorySettings,
-    ModelRoute,
-    ModelRuntimeSettings,
-    PostEditorOptions,
-    PostEditSettings,
-    ServerSettings,
-    StorageSettings,
-    UpstreamSettings,
-)
+from keproxy.settings import LocalModelSettings, ModelRoute, PostEditorOptions, Settings
 
 __all__ = ["SECTIONS", "settings_reference"]
 
-#: The sections of ``Settings``, in the reference's order.
-SECTIONS: tuple[type[BaseModel], ...] = (
-    ServerSettings,
-    UpstreamSettings,
-    StorageSettings,
-    DetectionSettings,
-    HistorySettings,
-    MemorySettings,
-    PostEditSettings,
-    ModelRuntimeSettings,
+#: The sections of ``Settings``, in the order it lists them.
+SECTIONS: tuple[type[BaseModel], ...] = tuple(
+    base for base in Settings.__bases__ if issubclass(base, BaseModel) and not issubclass(base, BaseSettings)
 )
 #: Nested objects documented in their own tables (YAML key prefix -> model).
 NESTED: tuple[tuple[str, type[BaseModel]], ...] = (
