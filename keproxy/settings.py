@@ -359,7 +359,7 @@ class HistorySettings(BaseModel):
         le=1.0,
         description="Strategy 'deletion' with the NLI backend: P(contradiction) at or above which a Q/A turn "
         "contradicts the correction and is removed (0.9: tuned on the KEIC-authored dev set, see "
-        "keproxy.editors.history.deletion.backends.NLIJudge).",
+        "keproxy.editors.history.deletion.nli.NLIJudge).",
     )
     deletion_token_budget: int = Field(
         default=16_385,

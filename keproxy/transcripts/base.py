@@ -24,7 +24,7 @@ class Transcript:
     edit_mode: "off", "postedit", "prompt", "ike" or "serac". user / session: the requester's scope.
     retrieved_edits: ``{"id", "score", "scope"}`` per retrieved edit, best first (score: cosine).
     applied_edit: id of the edit put into the forwarded request (prompt / ike / serac), else None.
-    post_edit: ``keproxy.editors.postedit.PostEditRecord.to_dict()`` when a post-editor ran, else None.
+    post_edit: ``keproxy.pipeline.PostEditRecord.to_dict()`` when a post-editor ran, else None.
     memory_writes: ids of the session edits stored from this request's corrections.
 
     tenant: the tenant of the proxy key that made the request ("default" without keys, and in older rows);

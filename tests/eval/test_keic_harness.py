@@ -1,5 +1,5 @@
-"""The KEIC harness: Table 2 scoring (keproxy.eval.table2), CIM and baseline dialogues, the cached runner
-(keproxy.eval.harness) against a stand-in proxy, extended CUR (keproxy.eval.curx) and the Fig. 4 plots.
+"""The KEIC harness: Table 2 scoring (keproxy.eval.keic.table2), CIM and baseline dialogues, the cached runner
+(keproxy.eval.keic.harness) against a stand-in proxy, extended CUR (keproxy.eval.keic.cur) and the Fig. 4 plots.
 
 The stand-in proxy honours the transcript contract (``x-keproxy-request-id`` header, ``GET
 /keproxy/transcripts/{id}``); it runs in process behind ``httpx.MockTransport`` for the runner tests and as a
