@@ -11,7 +11,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # (5,400 dialogues); a quick look: DEMO_ARGS="--limit 3 --variants 1".
 DEMO_ARGS ?= --limit 20 --variants 1
 
-.PHONY: install nli pg e2e-deps demo test test-fast test-no-shared lint format clean
+.PHONY: install nli pg e2e-deps clients-deps clients-report demo test test-fast test-no-shared lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,22 +56,37 @@ e2e-deps: $(E2E_STAMP)  ## playwright-core (npm) and Debian's chromium for the /
 	{ apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && \
 	  apt-get install -y -q chromium >/dev/null 2>&1; } || echo "chromium not installed: the demo browser test skips"; }
 
+# The real-client suite (tests/clients) drives keproxy with the openai npm SDK too, pinned in
+# tests/clients/package-lock.json. Best effort, like e2e-deps: without node or npm those tests skip.
+CLIENTS_DIR := tests/clients
+CLIENTS_STAMP := $(CLIENTS_DIR)/node_modules/.installed-stamp
+
+$(CLIENTS_STAMP): $(CLIENTS_DIR)/package-lock.json
+	@if ! command -v npm >/dev/null 2>&1; then echo "no npm: the node client tests skip"; \
+	elif npm ci --prefix $(CLIENTS_DIR) --no-audit --no-fund --silent; then touch $@; \
+	else echo "npm ci failed: the node client tests skip"; fi
+
+clients-deps: $(CLIENTS_STAMP)  ## the openai npm SDK for the real-client suite (tests/clients)
+
+clients-report: install clients-deps  ## the real-client suite (openai Python + npm SDKs) as a client x case table
+	$(BIN)/python tests/clients/report.py
+
 # `make test` runs the suite as it finds the machine (with ../shared/data when it is there) and then, when
 # there was shared data, again with it hidden (KEPROXY_SHARED_DATA names a folder that does not exist), as
 # anyone who clones the project alone has it: a test that needs a shared file must skip, never fail, and the
 # default system must work without it.
 NO_SHARED := KEPROXY_SHARED_DATA=/nonexistent/keproxy-shared-hidden
 
-test: install pg e2e-deps  ## every test, with ../shared and again without it
+test: install pg e2e-deps clients-deps  ## every test, with ../shared and again without it
 	$(BIN)/python -m pytest -q
 	@if $(BIN)/python -c "import sys; from keproxy.datasets import shared_data_dir; sys.exit(shared_data_dir() is None)"; \
 	then echo "== the suite again with the shared data hidden =="; $(NO_SHARED) $(BIN)/python -m pytest -q -p no:cacheprovider; \
 	else echo "no shared data here: the run above already had none"; fi
 
-test-no-shared: install pg e2e-deps  ## the suite as a clone without ../shared sees it
+test-no-shared: install pg e2e-deps clients-deps  ## the suite as a clone without ../shared sees it
 	$(NO_SHARED) $(BIN)/python -m pytest -q
 
-test-fast: install pg
+test-fast: install pg clients-deps
 	$(BIN)/python -m pytest -q -m "not e2e"
 
 lint: install

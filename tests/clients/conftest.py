@@ -1,0 +1,39 @@
+"""The real-client suite's servers, shared by the Python and the node client: the recording upstream and a
+keproxy (the real app, served by uvicorn on a thread) in front of it, with these aliases:
+
+- ``recorder``: the recording upstream's chat completions (and Responses API);
+- ``error-429``: the recording upstream answering 429 (``retry-after`` and code ``rate_limit_exceeded``).
+
+Corrections are detected by the ``learned`` detector (the shipped taggers; README "Correction understanding"),
+strategy ``patch`` (the default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from keproxy.proxy.app import create_app
+from keproxy.settings import load_settings
+from tests.clients.recording_upstream import RecordingUpstream
+from tests.upstream_stub import ThreadedServer
+
+ALIASES = ("recorder", "error-429")
+
+
+@pytest.fixture(scope="session")
+def recorder() -> Iterator[RecordingUpstream]:
+    with RecordingUpstream() as upstream:
+        yield upstream
+
+
+@pytest.fixture(scope="session")
+def keproxy_url(recorder: RecordingUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL (``.../v1``) of keproxy in front of ``recorder``."""
+    models = [{"alias": alias, "model": f"openai/{alias}", "api_base": recorder.api_base, "timeout_s": 30.0}
+              for alias in ALIASES]  # fmt: skip
+    data_dir = tmp_path_factory.mktemp("keproxy-clients")
+    settings = load_settings(models=models, detectors=["learned"], data_dir=data_dir)
+    with ThreadedServer(create_app(settings)) as server:
+        yield f"{server.url}/v1"
