@@ -18,6 +18,7 @@ CASES: dict[str, str] = {
     "error_bad_model": "unknown model -> 404 NotFoundError",
     "error_bad_body": "invalid body -> 400 BadRequestError",
     "error_upstream_429": "upstream 429 -> RateLimitError",
+    "error_upstream_429_kept": "upstream 429 keeps its retry-after and code",
     "correction": "a correction patches the forwarded history",
     "responses_create": "Responses API: create",
     "responses_stream": "Responses API: stream",

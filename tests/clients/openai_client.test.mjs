@@ -234,6 +234,19 @@ test("error_upstream_429", async () => {
   assert.equal((await recorded(marker)).length, 1); // reached the upstream once (no retry here)
 });
 
+test("error_upstream_429_kept", async () => {
+  // the upstream's retry-after (the SDK's back-off reads it) and its error code reach the client
+  await assert.rejects(
+    client.chat.completions.create({ model: "error-429", messages: [{ role: "user", content: newMarker() }] }),
+    (err) => {
+      assert.ok(err instanceof OpenAI.RateLimitError, `${err.constructor.name}: ${err.message}`);
+      assert.equal(err.headers.get("retry-after"), "7");
+      assert.equal(err.code, "rate_limit_exceeded");
+      return true;
+    },
+  );
+});
+
 test("correction", async () => {
   const marker = newMarker();
   const messages = [

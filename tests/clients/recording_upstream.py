@@ -36,7 +36,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from tests.upstream_stub import ThreadedServer
 
-__all__ = ["MODELS", "RecordingUpstream", "answer_text", "make_recording_app", "sample"]
+__all__ = ["MODELS", "RETRY_AFTER_S", "RecordingUpstream", "answer_text", "make_recording_app", "sample"]
 
 #: The model names ``GET /v1/models`` lists (any name is answered).
 MODELS = ("recorder",)

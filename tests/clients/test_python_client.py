@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.clients.cases import MEETING, MEETING_CORRECTED, MEETING_CORRECTION
-from tests.clients.recording_upstream import RecordingUpstream, answer_text
+from tests.clients.recording_upstream import RETRY_AFTER_S, RecordingUpstream, answer_text
 
 WEATHER_TOOL: Any = {
     "type": "function",
@@ -190,6 +190,14 @@ def test_error_upstream_429(client: openai.OpenAI, recorder: RecordingUpstream, 
         client.chat.completions.create(model="error-429", messages=[{"role": "user", "content": marker}])
     assert caught.value.status_code == 429 and "Rate limit reached" in caught.value.message
     assert len(recorder.find(marker)) == 1  # reached the upstream once (the client does not retry here)
+
+
+def test_error_upstream_429_kept(client: openai.OpenAI, marker: str) -> None:
+    """The upstream's retry-after (the SDK's back-off reads it) and its error code reach the client."""
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model="error-429", messages=[{"role": "user", "content": marker}])
+    assert caught.value.response.headers.get("retry-after") == RETRY_AFTER_S
+    assert caught.value.code == "rate_limit_exceeded"
 
 
 def test_correction(client: openai.OpenAI, recorder: RecordingUpstream, marker: str) -> None:
