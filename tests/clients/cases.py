@@ -1,5 +1,6 @@
-"""The cases both real-client suites run, by id: ``test_python_client.py`` has ``test_<id>`` for each, the node
-file (``openai_client.test.mjs``) a top-level ``test("<id>", ...)``; ``report.py`` prints them as a table."""
+"""The cases both real-client suites run, by id: ``test_python_client.py`` has ``test_<id>`` for each, the
+node file (``openai_client.test.mjs``) a top-level ``test("<id>", ...)``; ``report.py`` prints them as a
+table."""
 
 from __future__ import annotations
 

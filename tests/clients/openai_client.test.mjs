@@ -1,7 +1,7 @@
 // The real openai npm SDK (pinned in package-lock.json) against keproxy in front of the recording upstream:
-// one top-level test per case of tests/clients/cases.py, named by its id. Run by tests/clients/test_node_client.py,
-// which starts the servers and passes KEPROXY_BASE_URL (keproxy's /v1) and RECORDER_URL (the upstream's root,
-// whose GET /recorded lists the request bodies keproxy forwarded).
+// one top-level test per case of tests/clients/cases.py, named by its id. Run by
+// tests/clients/test_node_client.py, which starts the servers and passes KEPROXY_BASE_URL (keproxy's /v1)
+// and RECORDER_URL (the upstream's root, whose GET /recorded lists the request bodies keproxy forwarded).
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
@@ -100,7 +100,8 @@ test("chat_stream", async () => {
   const chunks = await collect(stream);
   const text = chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("");
   assert.equal(text, answerText(`Stream ${marker} please`));
-  assert.equal(chunks.filter((c) => c.choices[0]?.delta?.content).length, 5); // relayed as sent: one chunk per word
+  // relayed as sent: one chunk per word
+  assert.equal(chunks.filter((c) => c.choices[0]?.delta?.content).length, 5);
   assert.equal(chunks.at(-1).choices[0].finish_reason, "stop");
   assert.equal((await forwarded(marker)).stream, true);
 });
@@ -189,7 +190,10 @@ test("json_schema", async () => {
   const completion = await client.chat.completions.parse({
     model: "recorder",
     messages: [{ role: "user", content: `When is the meeting? ${marker}` }],
-    response_format: { type: "json_schema", json_schema: { name: "Meeting", strict: true, schema: MEETING_SCHEMA } },
+    response_format: {
+      type: "json_schema",
+      json_schema: { name: "Meeting", strict: true, schema: MEETING_SCHEMA },
+    },
   });
   assert.deepEqual(completion.choices[0].message.parsed, { day: "text", hour: 1, confirmed: true });
   const responseFormat = (await forwarded(marker)).response_format;
@@ -200,7 +204,10 @@ test("json_schema", async () => {
 test("error_bad_model", async () => {
   const marker = newMarker();
   await assert.rejects(
-    client.chat.completions.create({ model: `no-such-${marker}`, messages: [{ role: "user", content: "hi" }] }),
+    client.chat.completions.create({
+      model: `no-such-${marker}`,
+      messages: [{ role: "user", content: "hi" }],
+    }),
     (err) => {
       assert.ok(err instanceof OpenAI.NotFoundError, `${err.constructor.name}: ${err.message}`);
       assert.equal(err.status, 404);
@@ -237,7 +244,10 @@ test("error_upstream_429", async () => {
 test("error_upstream_429_kept", async () => {
   // the upstream's retry-after (the SDK's back-off reads it) and its error code reach the client
   await assert.rejects(
-    client.chat.completions.create({ model: "error-429", messages: [{ role: "user", content: newMarker() }] }),
+    client.chat.completions.create({
+      model: "error-429",
+      messages: [{ role: "user", content: newMarker() }],
+    }),
     (err) => {
       assert.ok(err instanceof OpenAI.RateLimitError, `${err.constructor.name}: ${err.message}`);
       assert.equal(err.headers.get("retry-after"), "7");
@@ -266,7 +276,11 @@ test("correction", async () => {
 
 test("responses_create", async () => {
   const marker = newMarker();
-  const response = await client.responses.create({ model: "recorder", input: `Hello ${marker}`, instructions: "Be brief." });
+  const response = await client.responses.create({
+    model: "recorder",
+    input: `Hello ${marker}`,
+    instructions: "Be brief.",
+  });
   assert.equal(response.object, "response");
   assert.equal(response.status, "completed");
   assert.equal(response.output_text, answerText(`Hello ${marker}`));
@@ -295,7 +309,11 @@ test("responses_correction", async () => {
     { role: "assistant", content: "Noted, see you there." },
     { role: "user", content: MEETING_CORRECTION },
   ];
-  const response = await client.responses.create({ model: "recorder", input, instructions: `Session ${marker}.` });
+  const response = await client.responses.create({
+    model: "recorder",
+    input,
+    instructions: `Session ${marker}.`,
+  });
   assert.equal(response.output_text, answerText(MEETING_CORRECTION));
   const sent = JSON.stringify(await responsesForwarded(marker));
   assert.ok(sent.includes(MEETING_CORRECTED), sent);

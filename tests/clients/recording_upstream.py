@@ -45,7 +45,8 @@ RETRY_AFTER_S = "7"
 
 def sample(schema: dict[str, Any]) -> Any:
     """A value valid for a simple JSON schema: ``const``, else the first ``enum`` value, else by type: an
-    object with every property sampled, ``[sample(items)]``, ``"text"``, ``1``, ``1.5``, ``true``, ``null``."""
+    object with every property sampled, ``[sample(items)]``, ``"text"``, ``1``, ``1.5``, ``true``,
+    ``null``."""
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
@@ -164,8 +165,9 @@ def _chat_chunks(body: dict[str, Any]) -> Iterator[bytes]:
         yield chunk(index, {"role": "assistant", "content": ""})
         for position, call in enumerate(message.get("tool_calls") or []):
             function = call["function"]
-            yield chunk(index, {"tool_calls": [{"index": position, "id": call["id"], "type": "function",
-                                                "function": {"name": function["name"], "arguments": ""}}]})  # fmt: skip
+            opening = {"index": position, "id": call["id"], "type": "function",
+                       "function": {"name": function["name"], "arguments": ""}}  # fmt: skip
+            yield chunk(index, {"tool_calls": [opening]})
             half = len(function["arguments"]) // 2
             for piece in (function["arguments"][:half], function["arguments"][half:]):
                 yield chunk(index, {"tool_calls": [{"index": position, "function": {"arguments": piece}}]})
@@ -194,7 +196,8 @@ def _responses_input_text(body: dict[str, Any]) -> str:
 
 
 def _response(body: dict[str, Any], status: str = "completed", text: str | None = None) -> dict[str, Any]:
-    """A Responses API ``response`` object; ``text`` None: the whole answer, "" an empty output (in progress)."""
+    """A Responses API ``response`` object: ``text`` None gives the whole answer, "" an empty output (the
+    response in progress)."""
     answer = answer_text(_responses_input_text(body))
     prompt = _words(_responses_input_text(body)) + _words(body.get("instructions") or "")
     output = []

@@ -4,8 +4,9 @@
     python tests/clients/report.py --junit FILE     # the table of a run already made (pytest --junitxml=FILE)
 
 Rows are the cases of ``tests/clients/cases.py``; the columns are the openai Python SDK
-(``test_python_client.py::test_<case>``) and the openai npm SDK (``test_node_client.py::test_node_case[<case>]``),
-headed with the versions that ran. Exits with pytest's exit status (0 after ``--junit``)."""
+(``test_python_client.py::test_<case>``) and the openai npm SDK
+(``test_node_client.py::test_node_case[<case>]``), headed with the versions that ran. Exits with pytest's
+exit status (0 after ``--junit``)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,8 @@ def node_results(
         pytest.skip(reason)
     results = tmp_path_factory.mktemp("node-client") / "results.jsonl"
     cmd = ["node", "--test", "--test-reporter=spec", "--test-reporter-destination=stdout",
-           f"--test-reporter={REPORTER}", f"--test-reporter-destination={results}", str(TEST_FILE)]  # fmt: skip
+           f"--test-reporter={REPORTER}", f"--test-reporter-destination={results}",
+           str(TEST_FILE)]  # fmt: skip
     env = {**os.environ, "KEPROXY_BASE_URL": keproxy_url, "RECORDER_URL": recorder.url, "NO_COLOR": "1"}
     proc = subprocess.run(
         cmd, cwd=CLIENTS_DIR, env=env, capture_output=True, text=True, timeout=NODE_TIMEOUT_S, check=False

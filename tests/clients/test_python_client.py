@@ -1,6 +1,6 @@
-"""The real ``openai`` Python SDK against keproxy (a real server on loopback) in front of the recording upstream:
-each test is one case of ``tests/clients/cases.py`` (``test_<id>``), and checks both what the client gets and
-what keproxy forwarded (the recorder's copy of the upstream request)."""
+"""The real ``openai`` Python SDK against keproxy (a real server on loopback) in front of the recording
+upstream: each test is one case of ``tests/clients/cases.py`` (``test_<id>``), and checks both what the
+client gets and what keproxy forwarded (the recorder's copy of the upstream request)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def client(keproxy_url: str) -> Iterator[openai.OpenAI]:
 
 @pytest.fixture
 def marker() -> str:
-    """A word unique to the test, put in its user turn to find its upstream request among the recorded ones."""
+    """A word unique to the test, put in its user turn to find its upstream request among those recorded."""
     return f"m{uuid.uuid4().hex[:12]}"
 
 

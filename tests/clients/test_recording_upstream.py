@@ -36,8 +36,8 @@ def test_sample_is_valid_for_simple_schemas() -> None:
 def test_responses_create_and_stream_parse_in_the_sdk(
     direct: openai.OpenAI, recorder: RecordingUpstream
 ) -> None:
-    items: Any = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"},
-                  {"role": "user", "content": [{"type": "input_text", "text": "direct-responses"}]}]  # fmt: skip
+    last = {"role": "user", "content": [{"type": "input_text", "text": "direct-responses"}]}
+    items: Any = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"}, last]
     response = direct.responses.create(model="recorder", input=items, instructions="Be brief.")
     assert response.output_text == answer_text("direct-responses")
     assert response.usage is not None and response.usage.input_tokens == 3
