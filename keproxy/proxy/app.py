@@ -39,6 +39,8 @@ from keproxy.proxy.chat import PATH, ChatCompletionsEndpoint, chat_completions_s
 from keproxy.proxy.demo import demo_router
 from keproxy.proxy.edits import edits_router
 from keproxy.proxy.models import models_router
+from keproxy.proxy.passthrough import passthrough_router
+from keproxy.proxy.responses import responses_router
 from keproxy.proxy.transcripts import transcripts_router
 from keproxy.settings import ModelRoute, Settings
 from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
@@ -216,6 +218,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(transcripts_router)
     app.include_router(edits_router)
     app.include_router(demo_router)  # the demo chat app at /demo (static page)
+    app.include_router(responses_router)  # POST /v1/responses (keproxy.proxy.responses)
+    app.include_router(passthrough_router)  # every other /v1/* path: forwarded or refused; keep it last
 
     def openapi() -> dict[str, object]:  # FastAPI's schema plus the middleware-served chat completions
         if app.openapi_schema is None:
