@@ -11,48 +11,33 @@ Anything else answers 404 with OpenAI's error body, naming the endpoint and why:
     {"error": {"message": "keproxy does not support POST /v1/audio/speech (...)",
                "type": "invalid_request_error", "param": null, "code": "unsupported_endpoint"}}
 
-An unknown alias is 404 ``model_not_found``; a path keproxy serves, asked with another method, 405. The
-router goes last in the app (its route matches every ``/v1/`` path).
+An unknown alias is 404 ``model_not_found``. ``forward_unrouted`` answers the requests no route of the app
+matched (``keproxy.proxy.app`` calls it from its 404 handler for ``/v1/`` paths), so a path keproxy serves,
+asked with another method, stays a 405, and every route keeps its own answers.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
-from fastapi import APIRouter, Depends, Request
+from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
 
-from keproxy.errors import KeproxyError, NotFoundError, invalid_json
+from keproxy.errors import KeproxyError, NotFoundError, error_body, invalid_json
 from keproxy.pipeline import ChatService
-from keproxy.proxy.auth import Principal, require_api_key
+from keproxy.proxy.auth import require_api_key
 from keproxy.upstream import HTTPUpstream
 
-__all__ = ["passthrough_router"]
+__all__ = ["forward_unrouted"]
 
 logger = logging.getLogger("keproxy")
-
-passthrough_router = APIRouter()
-
-Caller = Annotated[Principal, Depends(require_api_key)]
 
 
 def _unsupported(method: str, path: str, why: str) -> NotFoundError:
     return NotFoundError(f"keproxy does not support {method} {path} ({why})", code="unsupported_endpoint")
-
-
-def _check_method(request: Request) -> None:
-    """405 when another route of the app serves this path with other methods (this catch-all matches all)."""
-    for route in request.app.router.routes:
-        if getattr(route, "endpoint", None) is forward_endpoint:
-            continue
-        match, _ = route.matches(request.scope)
-        if match is Match.PARTIAL:
-            raise StarletteHTTPException(status_code=405, detail="Method Not Allowed")
 
 
 async def _relay(body: AsyncGenerator[bytes, None], path: str) -> AsyncGenerator[bytes, None]:
@@ -66,32 +51,39 @@ async def _relay(body: AsyncGenerator[bytes, None], path: str) -> AsyncGenerator
         await body.aclose()
 
 
-@passthrough_router.api_route(
-    "/v1/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False
-)
-async def forward_endpoint(path: str, request: Request, principal: Caller) -> Response:
-    """Forward a JSON POST for an OpenAI-protocol alias to its upstream; 404 ``unsupported_endpoint`` else."""
-    _check_method(request)
-    method, full = request.method, f"/v1/{path}"
+async def forward_unrouted(request: Request) -> Response:
+    """The answer to a ``/v1/...`` request no route matched: forwarded to the alias's upstream (a JSON POST
+    naming an alias of an OpenAI-protocol upstream), else 404 ``unsupported_endpoint``; 401 / 429 for a bad
+    or rate-limited proxy key, 404 ``model_not_found``, 400 for a body that is not JSON, 502 / 504 when the
+    upstream cannot be reached; all with OpenAI's error body."""
+    try:
+        return await _forward(request)
+    except KeproxyError as exc:
+        return Response(orjson.dumps(error_body(exc)), status_code=exc.status_code,
+                        media_type="application/json", headers=exc.headers)  # fmt: skip
+
+
+async def _forward(request: Request) -> Response:
+    await require_api_key(request)
+    method, path = request.method, request.url.path
     content_type = request.headers.get("content-type", "")
     if method != "POST" or not content_type.startswith("application/json"):
-        raise _unsupported(method, full, "keproxy forwards only JSON POST requests naming a model")
-    raw = await request.body()
+        raise _unsupported(method, path, "keproxy forwards only JSON POST requests naming a model")
     try:
-        wire: Any = orjson.loads(raw)
+        wire: Any = orjson.loads(await request.body())
     except orjson.JSONDecodeError as exc:
         raise invalid_json(exc.pos, exc.msg) from None
     model = wire.get("model") if isinstance(wire, dict) else None
     if not isinstance(model, str) or not model:
-        raise _unsupported(method, full, "the body names no model, so there is no upstream to forward it to")
+        raise _unsupported(method, path, "the body names no model, so there is no upstream to forward it to")
     service: ChatService = request.app.state.service
     _, upstream = service.router.resolve(model)
     if not isinstance(upstream, HTTPUpstream):
         raise _unsupported(
-            method, full, f"model {model!r} goes to {upstream.name} through litellm, and keproxy forwards "
+            method, path, f"model {model!r} goes to {upstream.name} through litellm, and keproxy forwards "
             "other endpoints only to OpenAI-protocol upstreams"
         )  # fmt: skip
-    status, body = await upstream.forward(f"/{path}", wire)
+    status, body = await upstream.forward(path.removeprefix("/v1"), wire)
     stream = status < 300 and wire.get("stream") is True
     media_type = "text/event-stream" if stream else "application/json"
-    return StreamingResponse(_relay(body, full), status_code=status, media_type=media_type)
+    return StreamingResponse(_relay(body, path), status_code=status, media_type=media_type)

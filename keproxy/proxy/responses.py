@@ -115,9 +115,15 @@ def _not_stored(response_id: str) -> NotFoundError:
     )
 
 
-@responses_router.api_route("/v1/responses/{response_id}", methods=["GET", "DELETE"])
-async def stored_response(response_id: str, principal: Caller) -> Response:
-    """Retrieve or delete a stored response: always 404 ``response_not_found`` (keproxy stores none)."""
+@responses_router.get("/v1/responses/{response_id}")
+async def retrieve_response(response_id: str, principal: Caller) -> Response:
+    """Retrieve a stored response: always 404 ``response_not_found`` (keproxy stores none)."""
+    raise _not_stored(response_id)
+
+
+@responses_router.delete("/v1/responses/{response_id}")
+async def delete_response(response_id: str, principal: Caller) -> Response:
+    """Delete a stored response: always 404 ``response_not_found`` (keproxy stores none)."""
     raise _not_stored(response_id)
 
 

@@ -19,6 +19,7 @@ import orjson
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
+from pydantic import SecretStr
 
 from keproxy.settings import Settings, load_settings
 from tests.conftest import client_for
@@ -122,6 +123,8 @@ class RecordingUpstream(ThreadedServer):
                 return Response(events, media_type="text/event-stream")
             if path == "responses":
                 return Response(orjson.dumps(_native_response(body)), media_type="application/json")
+            if path == "vendor/rerank":
+                return Response(orjson.dumps({"object": "rerank", "query": body["query"]}))
             if path == "chat/completions":
                 return _tool_call_chat(body)
             if path == "embeddings":
@@ -154,7 +157,19 @@ def recording() -> Iterator[RecordingUpstream]:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, stub_upstream: StubUpstream, recording: RecordingUpstream) -> Settings:
+def detectors() -> list[str]:
+    """The patterns (fast); tests of the corrected history ask for the learned taggers (``LEARNED``)."""
+    return ["template", "cue"]
+
+
+#: The learned correction taggers: "Actually, it's at 4pm." patches "...Tuesday at 4pm in Room 204...".
+LEARNED = pytest.mark.parametrize("detectors", [["learned"]], ids=["learned"])
+
+
+@pytest.fixture
+def settings(
+    tmp_path: Path, stub_upstream: StubUpstream, recording: RecordingUpstream, detectors: list[str]
+) -> Settings:
     base = f"{recording.url}/v1"
     models = [
         {"alias": name, "model": f"openai/{name}", "api_base": stub_upstream.api_base, "timeout_s": 5.0}
@@ -166,7 +181,7 @@ def settings(tmp_path: Path, stub_upstream: StubUpstream, recording: RecordingUp
         {"alias": "tools", "model": "openai/tool-model", "api_base": base},
         {"alias": "lite", "model": "anthropic/claude-3-5-haiku-latest", "mock_response": "Mocked."},
     ]
-    return load_settings(models=models, data_dir=tmp_path, detectors=["learned"])
+    return load_settings(models=models, data_dir=tmp_path, detectors=detectors)
 
 
 @pytest.fixture
@@ -194,6 +209,7 @@ def texts(messages: list[dict[str, Any]]) -> list[str]:
 # -- translated: chat-completions upstreams ----------------------------------------------------------------
 
 
+@LEARNED
 async def test_create_forwards_the_patched_history_and_logs_the_transcript(
     client: openai.AsyncOpenAI, http: httpx.AsyncClient
 ) -> None:
@@ -224,6 +240,7 @@ async def test_create_forwards_the_patched_history_and_logs_the_transcript(
     assert row["corrections"]
 
 
+@LEARNED
 async def test_stream_events_arrive_in_order_with_the_final_text(
     client: openai.AsyncOpenAI, http: httpx.AsyncClient
 ) -> None:
@@ -296,6 +313,7 @@ async def test_function_tools_round_trip(client: openai.AsyncOpenAI, recording: 
 # -- native: upstreams that speak the Responses API --------------------------------------------------------
 
 
+@LEARNED
 async def test_native_upstream_gets_the_edited_input_items(
     client: openai.AsyncOpenAI, http: httpx.AsyncClient, recording: RecordingUpstream
 ) -> None:
@@ -398,8 +416,8 @@ async def test_stored_responses_are_not_found(client: openai.AsyncOpenAI, http: 
 # -- other endpoints: forwarded to OpenAI-protocol upstreams, refused otherwise ----------------------------
 
 
-async def test_embeddings_and_completions_pass_through(
-    client: openai.AsyncOpenAI, recording: RecordingUpstream
+async def test_embeddings_completions_and_unknown_paths_pass_through(
+    client: openai.AsyncOpenAI, http: httpx.AsyncClient, recording: RecordingUpstream
 ) -> None:
     embedding = await client.embeddings.create(model="native", input="hello", encoding_format="float")
     assert embedding.data[0].embedding == [0.25, -0.5]
@@ -407,6 +425,9 @@ async def test_embeddings_and_completions_pass_through(
     stream = await client.completions.create(model="native", prompt="Say", stream=True)
     assert "".join([chunk.choices[0].text async for chunk in stream]) == "legacy text"
     assert recording.last("completions")["prompt"] == "Say"
+    resp = await http.post("/v1/vendor/rerank", json={"model": "native", "query": "four"})  # any other path
+    assert resp.status_code == 200 and resp.json() == {"object": "rerank", "query": "four"}
+    assert recording.last("vendor/rerank")["model"] == "gpt-test"
 
 
 async def test_an_upstream_error_passes_through_with_its_status(http: httpx.AsyncClient) -> None:
@@ -423,6 +444,7 @@ async def test_an_upstream_error_passes_through_with_its_status(http: httpx.Asyn
         ("POST", "/v1/images/generations", {"prompt": "a cat"}, 404, "unsupported_endpoint"),
         ("POST", "/v1/embeddings", {"model": "nope", "input": "x"}, 404, "model_not_found"),
         ("POST", "/v1/models", {}, 405, None),
+        ("PUT", "/v1/responses/resp_1", {}, 405, None),
     ],
 )  # fmt: skip
 async def test_other_endpoints_answer_openai_errors(
@@ -440,3 +462,14 @@ async def test_other_endpoints_answer_openai_errors(
     if code == "unsupported_endpoint":
         assert error["message"].startswith(f"keproxy does not support {method} {path} (")
         assert error["type"] == "invalid_request_error"
+
+
+async def test_a_proxy_key_guards_responses_and_forwarded_endpoints(settings: Settings) -> None:
+    key = "sk-kp-responses-test-key-0123"
+    async for http in client_for(settings.model_copy(update={"api_keys": [SecretStr(key)]})):
+        for path, body in [("/v1/responses", {"model": "plain", "input": "Hi"}),
+                           ("/v1/embeddings", {"model": "native", "input": "x"})]:  # fmt: skip
+            resp = await http.post(path, json=body)
+            assert resp.status_code == 401 and resp.json()["error"]["code"] == "invalid_api_key"
+            resp = await http.post(path, json=body, headers={"authorization": f"Bearer {key}"})
+            assert resp.status_code == 200, resp.text
