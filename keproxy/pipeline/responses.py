@@ -109,7 +109,7 @@ def _user_part(part: Any, where: str) -> dict[str, Any]:
     raise InvalidRequestError(f"{where}: content part type {kind!r} is not supported", param=where)
 
 
-def _message(item: Mapping[str, Any], where: str) -> Message:
+def _message(item: Mapping[str, Any], where: str, lenient: bool) -> Message:
     role = item.get("role")
     if role not in ("user", "assistant", "system", "developer"):
         raise InvalidRequestError(
@@ -132,7 +132,13 @@ def _message(item: Mapping[str, Any], where: str) -> Message:
         return {"role": role, "content": content}
     if not isinstance(content, list):
         raise InvalidRequestError(f"{where}.content: a string or a list of parts", param=f"{where}.content")
-    parts = [_user_part(part, f"{where}.content.{i}") for i, part in enumerate(content)]
+    parts = []
+    for i, part in enumerate(content):
+        try:
+            parts.append(_user_part(part, f"{where}.content.{i}"))
+        except InvalidRequestError:
+            if not lenient:
+                raise
     if role != "user" or all(p["type"] == "text" for p in parts):
         text = "".join(p["text"] for p in parts if p["type"] == "text")
         if role != "user" or len(parts) <= 1:
@@ -140,10 +146,13 @@ def _message(item: Mapping[str, Any], where: str) -> Message:
     return {"role": role, "content": parts}
 
 
-def input_to_messages(input_: Any, instructions: str | None = None) -> list[Message]:
+def input_to_messages(
+    input_: Any, instructions: str | None = None, *, lenient: bool = False
+) -> list[Message]:
     """Chat messages for a Responses API ``input`` (a string, or a list of input items) and its
     ``instructions`` (a leading system message). Raises InvalidRequestError (400, ``param`` the item's path,
-    e.g. ``input.2.type``) on an item or part a chat completion cannot carry (see the module docstring)."""
+    e.g. ``input.2.type``) on an item or part a chat completion cannot carry (see the module docstring);
+    ``lenient`` (the pipeline's view of a native request) leaves such items and parts out instead."""
     messages: list[Message] = []
     if instructions:
         messages.append({"role": "system", "content": instructions})
@@ -157,7 +166,7 @@ def input_to_messages(input_: Any, instructions: str | None = None) -> list[Mess
             raise InvalidRequestError(f"{where}: an input item must be an object", param=where)
         kind = item.get("type", "message")
         if kind == "message":
-            messages.append(_message(item, where))
+            messages.append(_message(item, where, lenient))
         elif kind == "function_call":
             call = {
                 "id": item.get("call_id") or item.get("id"),
@@ -177,7 +186,7 @@ def input_to_messages(input_: Any, instructions: str | None = None) -> list[Mess
                 {"role": "tool", "tool_call_id": item.get("call_id"),
                  "content": output if isinstance(output, str) else _text_of_parts(output)}
             )  # fmt: skip
-        elif kind == "reasoning":
+        elif kind == "reasoning" or lenient:
             continue
         else:
             raise InvalidRequestError(
@@ -185,14 +194,20 @@ def input_to_messages(input_: Any, instructions: str | None = None) -> list[Mess
                 "(keproxy translates message, function_call, function_call_output and reasoning items)",
                 param=f"{where}.type",
             )
+    if not messages:
+        raise InvalidRequestError(
+            "input: no message keproxy can read (only items it leaves out)", param="input"
+        )
     return messages
 
 
-def _chat_tools(tools: Any) -> list[dict[str, Any]]:
+def _chat_tools(tools: Any, lenient: bool) -> list[dict[str, Any]]:
     if not isinstance(tools, list):
         raise InvalidRequestError("tools: a list of tools", param="tools")
     out = []
     for index, tool in enumerate(tools):
+        if lenient and not (isinstance(tool, Mapping) and tool.get("type") == "function"):
+            continue
         if not isinstance(tool, Mapping) or tool.get("type") != "function":
             kind = tool.get("type") if isinstance(tool, Mapping) else None
             raise InvalidRequestError(
@@ -233,20 +248,23 @@ def _response_format(text: Any) -> dict[str, Any] | None:
     raise InvalidRequestError(f"text.format.type: unknown format {fmt['type']!r}", param="text.format.type")
 
 
-def chat_request_body(wire: Mapping[str, Any]) -> dict[str, Any]:
+def chat_request_body(wire: Mapping[str, Any], *, lenient: bool = False) -> dict[str, Any]:
     """The chat-completions request body (``model``, ``messages``, parameters, the ``keproxy`` extension)
     for a Responses API request body ``wire`` (parsed JSON). Raises InvalidRequestError (400) on what a chat
-    completion cannot express (see the module docstring)."""
-    for name, why in _UNSUPPORTED.items():
-        if wire.get(name):
-            raise InvalidRequestError(f"{name}: {why}", param=name)
+    completion cannot express (see the module docstring). ``lenient``: the pipeline's view of a request that
+    goes upstream natively (only its history is edited): what a chat completion cannot carry (stored-response
+    ids, built-in tools and their items, a tool choice among them) is left out instead."""
+    if not lenient:
+        for name, why in _UNSUPPORTED.items():
+            if wire.get(name):
+                raise InvalidRequestError(f"{name}: {why}", param=name)
     body = {k: v for k, v in wire.items() if k not in RESPONSES_ONLY}
     instructions = wire.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise InvalidRequestError("instructions: a string", param="instructions")
     if "input" not in wire:
         raise InvalidRequestError("input: field required", param="input")
-    body["messages"] = input_to_messages(wire["input"], instructions)
+    body["messages"] = input_to_messages(wire["input"], instructions, lenient=lenient)
     if wire.get("max_output_tokens") is not None:
         body["max_tokens"] = wire["max_output_tokens"]
     response_format = _response_format(wire.get("text"))
@@ -259,9 +277,16 @@ def chat_request_body(wire: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(reasoning, Mapping) and reasoning.get("effort") is not None:
         body["reasoning_effort"] = reasoning["effort"]
     if wire.get("tools"):
-        body["tools"] = _chat_tools(wire["tools"])
+        body["tools"] = _chat_tools(wire["tools"], lenient) or None
     if wire.get("tool_choice") is not None:
-        body["tool_choice"] = _chat_tool_choice(wire["tool_choice"])
+        try:
+            body["tool_choice"] = _chat_tool_choice(wire["tool_choice"])
+        except InvalidRequestError:
+            if not lenient:
+                raise
+    if body.get("tools") is None:
+        body.pop("tools", None)
+        body.pop("tool_choice", None)
     if body.get("top_logprobs"):
         body["logprobs"] = True
     if body.get("stream"):

@@ -16,7 +16,10 @@ per the alias's route (``ModelRoute.responses``, ``keproxy.upstream.responses_tr
 
 keproxy stores no responses (``store`` is false in every answer): ``GET``/``DELETE /v1/responses/{id}``,
 ``/input_items`` and ``/cancel`` answer 404 ``response_not_found``, and ``previous_response_id`` is a 400 on
-translated routes (a native upstream gets it, and keproxy edits only the input sent along).
+translated routes. A native upstream gets the request whole (stored-response ids, built-in tools and their
+items included); the pipeline reads the messages and function calls of its input, and when it edits them the
+input is rebuilt from the edited messages (items a chat message cannot hold, like ``web_search_call``, are then
+left out).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
-from keproxy.errors import NotFoundError, validation_error
+from keproxy.errors import InvalidRequestError, NotFoundError, validation_error
 from keproxy.pipeline import ChatService, PreparedRequest, new_request_id
 from keproxy.pipeline.responses import (
     chat_request_body,
@@ -84,20 +87,29 @@ async def create_response(body: ResponseCreateRequest, request: Request, princip
     """
     service: ChatService = request.app.state.service
     wire: dict[str, Any] = await request.json()
-    chat_body = chat_request_body(wire)
+    route, _ = service.router.resolve(body.model)
+    native = responses_transport(route) == "native"
+    chat_body = chat_request_body(wire, lenient=native)
     try:
         chat = ChatCompletionRequest.model_validate(chat_body)
     except ValidationError as exc:  # the translated messages (e.g. a tool message without call id)
         raise validation_error(exc.errors()) from None
-    route, _ = service.router.resolve(body.model)
     request_id = new_request_id()
     prepared = await service.prepare(chat, request_id, tenant=principal.tenant, wire=chat_body)
-    if responses_transport(route) == "native" and prepared.post_editor is None:
-        native = native_request_body(wire, prepared.messages, prepared.result.messages)
+    if native and prepared.post_editor is not None:  # post-editors read chat completions: translate after all
+        try:
+            chat_request_body(wire)
+        except InvalidRequestError as exc:
+            exc.message += " (edit_mode postedit translates this request to a chat completion)"
+            await service.recorder.fail(prepared, exc)
+            raise
+        native = False
+    if native:
+        native_body = native_request_body(wire, prepared.messages, prepared.result.messages)
         if body.stream:
-            events = await open_native_stream(service.recorder, prepared, native)
+            events = await open_native_stream(service.recorder, prepared, native_body)
             return _sse((event_bytes(e) async for e in events), prepared)
-        return _json(await complete_native(service.recorder, prepared, native), prepared)
+        return _json(await complete_native(service.recorder, prepared, native_body), prepared)
     rid = response_id(request_id)
     if body.stream:
         chat_sse = await service.open_stream(prepared)

@@ -67,11 +67,12 @@ def test_request_parameters_map_to_chat_completions() -> None:
         "model": "m", "input": "Hi", "max_output_tokens": 9, "store": True, "include": ["x"], "metadata": {},
         "text": {"format": {"type": "json_object"}, "verbosity": "low"}, "reasoning": {"effort": "low"},
         "tool_choice": {"type": "function", "name": "f"}, "stream": True, "vendor_field": 1,
-        "keproxy": {"strategy": "otc"},
+        "keproxy": {"strategy": "otc"}, "tools": [{"type": "function", "name": "f", "parameters": {}}],
     }  # fmt: skip
     assert chat_request_body(wire) == {
         "model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 9,
         "response_format": {"type": "json_object"}, "verbosity": "low", "reasoning_effort": "low",
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
         "tool_choice": {"type": "function", "function": {"name": "f"}}, "stream": True,
         "stream_options": {"include_usage": True}, "vendor_field": 1, "keproxy": {"strategy": "otc"},
     }  # fmt: skip
@@ -95,6 +96,21 @@ def test_what_a_chat_completion_cannot_carry_is_a_400(wire: dict[str, Any], para
     with pytest.raises(InvalidRequestError) as caught:
         chat_request_body({"model": "m", **wire})
     assert caught.value.param == param and caught.value.status_code == 400
+
+
+def test_the_lenient_view_of_a_native_request_leaves_out_what_chat_cannot_carry() -> None:
+    wire = {
+        "model": "m", "previous_response_id": "resp_1", "tools": [{"type": "web_search"}],
+        "tool_choice": {"type": "web_search"},
+        "input": [{"type": "item_reference", "id": "x"}, {"role": "user", "content": [
+            {"type": "input_text", "text": "Hi"}, {"type": "input_image", "file_id": "file_1"}]}],
+    }  # fmt: skip
+    assert chat_request_body(wire, lenient=True) == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "Hi"}],
+    }
+    with pytest.raises(InvalidRequestError):
+        chat_request_body(wire)
 
 
 def test_a_cut_answer_is_incomplete_and_a_refusal_is_its_own_part() -> None:

@@ -334,12 +334,19 @@ async def test_native_upstream_gets_the_edited_input_items(
     assert row["usage"]["total_tokens"] == 12 and row["status"] == 200
 
 
-async def test_native_upstream_gets_an_unchanged_input_as_sent(
+async def test_native_upstream_gets_an_unchanged_request_as_sent(
     client: openai.AsyncOpenAI, recording: RecordingUpstream
 ) -> None:
-    items = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hello there"}]}]
-    await client.responses.create(model="native", input=items)
-    assert recording.last("responses")["input"] == items
+    """What a chat completion cannot carry (a stored response's id, built-in tools, item references) is no
+    400 on a native route: the pipeline reads the messages, the upstream gets everything."""
+    items = [
+        {"type": "item_reference", "id": "msg_earlier"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hello there"}]},
+    ]
+    tools = [{"type": "web_search"}]
+    await client.responses.create(model="native", input=items, previous_response_id="resp_prev", tools=tools)
+    sent = recording.last("responses")
+    assert sent["input"] == items and sent["tools"] == tools and sent["previous_response_id"] == "resp_prev"
 
 
 async def test_native_stream_relays_the_upstream_events(
