@@ -4,7 +4,7 @@
 become chat messages (:func:`chat_request_body`), the stages detect and apply corrections on them, and then
 
 - a *translated* request goes upstream as that chat completion and its answer comes back as a ``response``
-  object (:func:`completion_to_response`; streamed: ``keproxy.pipeline.responses_stream``);
+  object (``keproxy.pipeline.responses_output``; streamed: ``keproxy.pipeline.responses_stream``);
 - a *native* request (an upstream that speaks the Responses API) goes upstream as the client's Responses body
   with the edited history put back as input items (:func:`native_request_body`).
 
@@ -31,7 +31,6 @@ and ``item_reference``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,16 +39,9 @@ from keproxy.messages import Message, message_text
 
 __all__ = [
     "chat_request_body",
-    "completion_to_response",
-    "finish",
-    "function_call_item",
     "input_to_messages",
-    "message_item",
     "messages_to_input",
     "native_request_body",
-    "response_id",
-    "response_skeleton",
-    "response_usage",
 ]
 
 #: Responses API request fields that have no chat-completions counterpart and are not forwarded there.
@@ -66,12 +58,6 @@ _UNSUPPORTED = {
     "background": "background responses need stored responses, which keproxy does not keep",
     "prompt": "stored prompt templates are not available through keproxy's chat-completions translation",
 }
-
-
-def response_id(request_id: str) -> str:
-    """The ``response`` object's id for keproxy request ``request_id``: ``resp_`` + its hex digits, so a
-    response names its transcript (``kp-<hex>``)."""
-    return "resp_" + request_id.removeprefix("kp-")
 
 
 def _text_of_parts(content: Any) -> str:
@@ -153,11 +139,21 @@ def input_to_messages(
     ``instructions`` (a leading system message). Raises InvalidRequestError (400, ``param`` the item's path,
     e.g. ``input.2.type``) on an item or part a chat completion cannot carry (see the module docstring);
     ``lenient`` (the pipeline's view of a native request) leaves such items and parts out instead."""
+    return _translate_input(input_, instructions, lenient)[0]
+
+
+def _translate_input(
+    input_: Any, instructions: str | None, lenient: bool
+) -> tuple[list[Message], list[int | None]]:
+    """``input_to_messages`` and, per message, the index of the input item it came from (None: the
+    instructions; 0: a string input)."""
     messages: list[Message] = []
+    sources: list[int | None] = []
     if instructions:
         messages.append({"role": "system", "content": instructions})
+        sources.append(None)
     if isinstance(input_, str):
-        return [*messages, {"role": "user", "content": input_}]
+        return [*messages, {"role": "user", "content": input_}], [*sources, 0]
     if not isinstance(input_, list) or not input_:
         raise InvalidRequestError("input: a string or a non-empty list of input items", param="input")
     for index, item in enumerate(input_):
@@ -167,6 +163,7 @@ def input_to_messages(
         kind = item.get("type", "message")
         if kind == "message":
             messages.append(_message(item, where, lenient))
+            sources.append(index)
         elif kind == "function_call":
             call = {
                 "id": item.get("call_id") or item.get("id"),
@@ -180,12 +177,14 @@ def input_to_messages(
                     last["content"] = None
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                sources.append(index)
         elif kind == "function_call_output":
             output = item.get("output")
             messages.append(
                 {"role": "tool", "tool_call_id": item.get("call_id"),
                  "content": output if isinstance(output, str) else _text_of_parts(output)}
             )  # fmt: skip
+            sources.append(index)
         elif kind == "reasoning" or lenient:
             continue
         else:
@@ -198,7 +197,7 @@ def input_to_messages(
         raise InvalidRequestError(
             "input: no message keproxy can read (only items it leaves out)", param="input"
         )
-    return messages
+    return messages, sources
 
 
 def _chat_tools(tools: Any, lenient: bool) -> list[dict[str, Any]]:
@@ -294,7 +293,7 @@ def chat_request_body(wire: Mapping[str, Any], *, lenient: bool = False) -> dict
     return body
 
 
-# -- chat → Responses ------------------------------------------------------------------------------------
+# -- chat messages → Responses input items ------------------------------------------------------------------------------------
 
 
 def _input_part(part: Mapping[str, Any]) -> dict[str, Any]:
@@ -336,119 +335,63 @@ def messages_to_input(messages: list[Message]) -> list[dict[str, Any]]:
     return items
 
 
+def _edited_item(item: Mapping[str, Any], message: Message) -> dict[str, Any]:
+    """Input ``item`` with the text of its edited chat ``message``: its other fields (ids, status,
+    annotations, non-text parts) kept."""
+    text = message_text(message)
+    kind = item.get("type", "message")
+    if kind == "function_call_output":
+        return {**item, "output": text}
+    if kind != "message":
+        return dict(item)
+    content = item.get("content")
+    if isinstance(message.get("content"), list):  # a user message of several parts: translated back
+        return {**item, "content": [_input_part(p) for p in message["content"] if isinstance(p, Mapping)]}
+    if not isinstance(content, list):
+        return {**item, "content": text}
+    parts, placed = [], False  # the text in the first text part, the other text parts emptied out
+    for part in content:
+        if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+            if not placed:
+                parts.append({**part, "text": text})
+                placed = True
+            continue
+        parts.append(part)
+    return {**item, "content": parts}
+
+
 def native_request_body(
     wire: Mapping[str, Any], original: list[Message], forwarded: list[Message]
 ) -> dict[str, Any]:
-    """The Responses API body for a native upstream: ``wire`` without the ``keproxy`` extension, its
-    ``instructions`` and ``input`` taken from the pipeline's ``forwarded`` messages when they differ from the
-    ``original`` ones (the client's input items, translated; unchanged, the client's items go as sent)."""
+    """The Responses API body for a native upstream: ``wire`` without the ``keproxy`` extension, with the
+    pipeline's edits of the ``original`` messages (``forwarded``) put back into its ``instructions`` and
+    ``input``: unchanged, the client's items go as sent; the same messages with other text (patch), each
+    edited item gets its new text and every other item (reasoning, references, built-in tool calls) stays;
+    messages added or removed (verification, reiterate, deletion), the input is rebuilt from ``forwarded``
+    (:func:`messages_to_input`)."""
     body = {k: v for k, v in wire.items() if k != "keproxy"}
     if forwarded == original:
+        return body
+    if len(forwarded) == len(original) and all(
+        f.get("role") == o.get("role") for f, o in zip(forwarded, original, strict=True)
+    ):
+        _, sources = _translate_input(wire["input"], wire.get("instructions"), lenient=True)
+        input_ = wire["input"]
+        items = list(input_) if isinstance(input_, list) else None
+        for old, new, source in zip(original, forwarded, sources, strict=True):
+            if old == new:
+                continue
+            if source is None:
+                body["instructions"] = message_text(new)
+            elif items is None:
+                body["input"] = message_text(new)
+            else:
+                items[source] = _edited_item(items[source], new)
+        if items is not None:
+            body["input"] = items
         return body
     messages = list(forwarded)
     if wire.get("instructions") and messages and messages[0].get("role") == "system":
         body["instructions"] = message_text(messages.pop(0))
     body["input"] = messages_to_input(messages)
     return body
-
-
-def response_usage(usage: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The Responses API ``usage`` of a chat completion's ``usage`` (tokens; None stays None)."""
-    if not isinstance(usage, Mapping):
-        return None
-    prompt = usage.get("prompt_tokens") or 0
-    completion = usage.get("completion_tokens") or 0
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
-    return {
-        "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": cached},
-        "output_tokens": completion,
-        "output_tokens_details": {"reasoning_tokens": reasoning},
-        "total_tokens": usage.get("total_tokens") or prompt + completion,
-    }
-
-
-def response_skeleton(
-    wire: Mapping[str, Any], *, rid: str, alias: str, created: int | None = None
-) -> dict[str, Any]:
-    """A ``response`` object (status ``in_progress``, no output yet) echoing the request's parameters, as
-    OpenAI's API does; ``store`` is false (keproxy keeps no responses)."""
-    return {
-        "id": rid,
-        "object": "response",
-        "created_at": created if created is not None else int(time.time()),
-        "status": "in_progress",
-        "background": False,
-        "error": None,
-        "incomplete_details": None,
-        "instructions": wire.get("instructions"),
-        "max_output_tokens": wire.get("max_output_tokens"),
-        "model": alias,
-        "output": [],
-        "parallel_tool_calls": wire.get("parallel_tool_calls", True),
-        "previous_response_id": None,
-        "reasoning": wire.get("reasoning") or {"effort": None, "summary": None},
-        "service_tier": wire.get("service_tier"),
-        "store": False,
-        "temperature": wire.get("temperature"),
-        "text": wire.get("text") or {"format": {"type": "text"}},
-        "tool_choice": wire.get("tool_choice", "auto"),
-        "tools": wire.get("tools") or [],
-        "top_p": wire.get("top_p"),
-        "truncation": wire.get("truncation") or "disabled",
-        "usage": None,
-        "user": wire.get("user"),
-        "metadata": wire.get("metadata") or {},
-    }
-
-
-#: chat ``finish_reason`` → the Responses API's ``incomplete_details.reason``.
-INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
-
-
-def message_item(
-    item_id: str, text: str, refusal: str | None = None, status: str = "completed"
-) -> dict[str, Any]:
-    """An assistant ``message`` output item with one ``output_text`` part (or a ``refusal`` part)."""
-    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-    if refusal:
-        part = {"type": "refusal", "refusal": refusal}
-    return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": [part]}
-
-
-def function_call_item(item_id: str, call: Mapping[str, Any], status: str = "completed") -> dict[str, Any]:
-    """A ``function_call`` output item for a chat tool call (``{"id", "function": {"name", "arguments"}}``)."""
-    function = call.get("function") or {}
-    return {"id": item_id, "type": "function_call", "status": status, "call_id": call.get("id") or item_id,
-            "name": function.get("name") or "", "arguments": function.get("arguments") or ""}  # fmt: skip
-
-
-def finish(response: dict[str, Any], finish_reason: str | None, usage: Mapping[str, Any] | None) -> None:
-    """Set a translated ``response``'s final status (``completed``, or ``incomplete`` with its reason for a
-    chat ``finish_reason`` of ``length`` / ``content_filter``) and usage, in place."""
-    reason = INCOMPLETE.get(finish_reason or "")
-    response["status"] = "incomplete" if reason else "completed"
-    response["incomplete_details"] = {"reason": reason} if reason else None
-    response["usage"] = response_usage(usage)
-
-
-def completion_to_response(
-    completion: Mapping[str, Any], wire: Mapping[str, Any], *, rid: str, alias: str
-) -> dict[str, Any]:
-    """The ``response`` object for a ``chat.completion`` answering Responses API request ``wire``: the first
-    choice's text as a ``message`` item (a refusal as a ``refusal`` part), its tool calls as
-    ``function_call`` items; ``usage`` in the Responses API's names."""
-    response = response_skeleton(wire, rid=rid, alias=alias, created=completion.get("created"))
-    choices = completion.get("choices") or [{}]
-    choice = choices[0] if isinstance(choices[0], Mapping) else {}
-    message = choice.get("message") or {}
-    suffix = rid.removeprefix("resp_")
-    output = response["output"]
-    text, refusal = message.get("content"), message.get("refusal")
-    if (isinstance(text, str) and text) or refusal or not message.get("tool_calls"):
-        output.append(message_item(f"msg_{suffix}", text if isinstance(text, str) else "", refusal))
-    for index, call in enumerate(message.get("tool_calls") or []):
-        output.append(function_call_item(f"fc_{suffix}_{index}", call))
-    finish(response, choice.get("finish_reason"), completion.get("usage"))
-    return response

@@ -27,7 +27,7 @@ import orjson
 
 from keproxy.errors import KeproxyError, UpstreamError, error_body
 from keproxy.pipeline.recorder import TranscriptRecorder, status_of
-from keproxy.pipeline.responses import finish, function_call_item, message_item, response_skeleton
+from keproxy.pipeline.responses_output import finish, function_call_item, message_item, response_skeleton
 from keproxy.pipeline.state import PreparedRequest, elapsed_ms
 from keproxy.upstream import ResponsesUpstream
 

@@ -33,12 +33,8 @@ from pydantic import ValidationError
 
 from keproxy.errors import InvalidRequestError, NotFoundError, validation_error
 from keproxy.pipeline import ChatService, PreparedRequest, new_request_id
-from keproxy.pipeline.responses import (
-    chat_request_body,
-    completion_to_response,
-    native_request_body,
-    response_id,
-)
+from keproxy.pipeline.responses import chat_request_body, native_request_body
+from keproxy.pipeline.responses_output import completion_to_response, response_id
 from keproxy.pipeline.responses_stream import (
     ResponseEvents,
     complete_native,

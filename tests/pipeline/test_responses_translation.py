@@ -1,5 +1,6 @@
-"""The Responses API ↔ chat-completions translation (``keproxy.pipeline.responses`` and its stream events),
-on plain dicts: what the endpoint tests (tests/proxy/test_responses.py) do not reach through a stub."""
+"""The Responses API ↔ chat-completions translation (``keproxy.pipeline.responses``, ``responses_output``,
+``responses_stream``) on plain dicts: what the endpoint tests (tests/proxy/test_responses.py) do not reach
+through a stub."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import pytest
 from keproxy.errors import InvalidRequestError
 from keproxy.pipeline.responses import (
     chat_request_body,
-    completion_to_response,
     input_to_messages,
     messages_to_input,
     native_request_body,
 )
+from keproxy.pipeline.responses_output import completion_to_response
 from keproxy.pipeline.responses_stream import ResponseEvents
 
 
@@ -145,8 +146,43 @@ def test_native_body_keeps_the_clients_items_unless_the_history_changed() -> Non
     edited = native_request_body(
         wire, original, [{"role": "system", "content": "I2"}, {"role": "user", "content": "y"}]
     )
-    assert edited["instructions"] == "I2"
-    assert edited["input"] == [{"type": "message", "role": "user", "content": "y"}]
+    assert edited["instructions"] == "I2" and edited["input"] == [{"role": "user", "content": "y"}]
+    added = {
+        "role": "assistant",
+        "content": "Really? Let's think about the update.",
+    }  # verification adds turns
+    rebuilt = native_request_body(wire, original, [*original, added, {"role": "user", "content": "z"}])
+    assert rebuilt["instructions"] == "I"
+    assert rebuilt["input"] == [
+        {"type": "message", "role": "user", "content": "x"},
+        {"type": "message", "role": "assistant", "content": added["content"]},
+        {"type": "message", "role": "user", "content": "z"},
+    ]
+
+
+def test_a_patched_native_history_keeps_the_items_around_the_edited_text() -> None:
+    """Same messages, other text (patch): each edited item gets its new text in place; reasoning items, ids,
+    annotations and the untouched items go as sent."""
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "At 3pm."}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque"},
+        {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+         "content": [{"type": "output_text", "text": "Noted: 3pm.", "annotations": []}]},
+        {"role": "user", "content": "Actually, 4pm."},
+    ]  # fmt: skip
+    wire = {"model": "a", "input": items, "instructions": "I"}
+    original = input_to_messages(items, "I", lenient=True)
+    forwarded = [dict(m) for m in original]
+    forwarded[1]["content"] = "At 4pm."
+    forwarded[2]["content"] = "Noted: 4pm."
+    body = native_request_body(wire, original, forwarded)
+    assert body["instructions"] == "I"
+    assert body["input"] == [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "At 4pm."}]},
+        items[1],
+        {**items[2], "content": [{"type": "output_text", "text": "Noted: 4pm.", "annotations": []}]},
+        items[3],
+    ]
 
 
 def test_stream_events_of_text_then_a_tool_call() -> None:

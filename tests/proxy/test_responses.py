@@ -326,9 +326,11 @@ async def test_native_upstream_gets_the_edited_input_items(
     sent = recording.last("responses")
     assert sent["model"] == "gpt-test" and sent["instructions"] == INSTRUCTIONS
     assert sent["max_output_tokens"] == 40 and "keproxy" not in sent and sent["stream"] is False
-    items = sent["input"]
+    items, asked = sent["input"], conversation()  # patched in place: each item keeps its shape
     assert [i["role"] for i in items] == ["user", "assistant", "user", "assistant", "user"]
-    assert "4pm in Room 204" in items[0]["content"] and "3pm" not in items[1]["content"]
+    assert items[0]["content"] == [{"type": "input_text", "text": FIRST.replace("3pm", "4pm")}]
+    assert "4pm" in items[1]["content"] and "3pm" not in items[1]["content"]
+    assert items[2:] == asked[2:]
     row = await transcript(http, raw.headers["x-keproxy-request-id"])
     assert row["final_response"]["object"] == "response" and row["final_response"]["model"] == "native"
     assert row["usage"]["total_tokens"] == 12 and row["status"] == 200
