@@ -17,9 +17,10 @@ per the alias's route (``ModelRoute.responses``, ``keproxy.upstream.responses_tr
 keproxy stores no responses (``store`` is false in every answer): ``GET``/``DELETE /v1/responses/{id}``,
 ``/input_items`` and ``/cancel`` answer 404 ``response_not_found``, and ``previous_response_id`` is a 400 on
 translated routes. A native upstream gets the request whole (stored-response ids, built-in tools and their
-items included); the pipeline reads the messages and function calls of its input, and when it edits them the
-input is rebuilt from the edited messages (items a chat message cannot hold, like ``web_search_call``, are then
-left out).
+items included); the pipeline reads the messages and function calls of its input. When it changes only their
+text (patch), each edited item gets its new text in place; when it adds or removes turns (verification,
+reiterate, deletion), the input is rebuilt from the edited messages, and items a chat message cannot hold
+(``reasoning``, ``web_search_call``, ...) are then left out.
 """
 
 from __future__ import annotations
