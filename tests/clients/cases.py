@@ -21,9 +21,10 @@ CASES: dict[str, str] = {
     "error_upstream_429": "upstream 429 -> RateLimitError",
     "error_upstream_429_kept": "upstream 429 keeps its retry-after and code",
     "correction": "a correction patches the forwarded history",
-    "responses_create": "Responses API: create",
-    "responses_stream": "Responses API: stream",
-    "responses_correction": "Responses API: a correction in the input items",
+    "responses_create": "Responses API: create (translated to chat completions)",
+    "responses_stream": "Responses API: stream (translated)",
+    "responses_correction": "Responses API: a correction in the input items (translated)",
+    "responses_native": "Responses API proxied natively: create, stream, a correction",
 }
 
 #: The correction case (README "Correction understanding"): the story, the correction, what keproxy forwards.

@@ -54,13 +54,6 @@ async function forwarded(marker, path = "/v1/chat/completions") {
   return bodies[0];
 }
 
-/** A Responses API call's upstream request: sent to /v1/responses or translated to chat completions. */
-async function responsesForwarded(marker) {
-  const bodies = [...(await recorded(marker, "/v1/responses")), ...(await recorded(marker))];
-  assert.equal(bodies.length, 1, `${bodies.length} upstream requests carry ${marker}`);
-  return bodies[0];
-}
-
 async function collect(stream) {
   const chunks = [];
   for await (const chunk of stream) chunks.push(chunk);
@@ -274,6 +267,7 @@ test("correction", async () => {
   assert.deepEqual(sent, [MEETING_CORRECTED, "Noted, see you there.", MEETING_CORRECTION]);
 });
 
+// alias "recorder" (responses: auto, not OpenAI itself): translated to a chat completion
 test("responses_create", async () => {
   const marker = newMarker();
   const response = await client.responses.create({
@@ -284,7 +278,10 @@ test("responses_create", async () => {
   assert.equal(response.object, "response");
   assert.equal(response.status, "completed");
   assert.equal(response.output_text, answerText(`Hello ${marker}`));
-  assert.ok(JSON.stringify(await responsesForwarded(marker)).includes("Be brief."));
+  assert.deepEqual((await forwarded(marker)).messages, [
+    { role: "system", content: "Be brief." },
+    { role: "user", content: `Hello ${marker}` },
+  ]);
 });
 
 test("responses_stream", async () => {
@@ -299,23 +296,54 @@ test("responses_stream", async () => {
   assert.equal(final.output_text, answerText(`Stream ${marker} please`));
   assert.ok(deltas.length >= 2);
   assert.equal(final.status, "completed");
-  assert.equal((await responsesForwarded(marker)).stream, true);
+  assert.equal((await forwarded(marker)).stream, true);
 });
+
+const MEETING_ITEMS = [
+  { role: "user", content: MEETING },
+  { role: "assistant", content: "Noted, see you there." },
+  { role: "user", content: MEETING_CORRECTION },
+];
 
 test("responses_correction", async () => {
   const marker = newMarker();
-  const input = [
-    { role: "user", content: MEETING },
-    { role: "assistant", content: "Noted, see you there." },
-    { role: "user", content: MEETING_CORRECTION },
-  ];
+  const { data, response } = await client.responses
+    .create({ model: "recorder", input: MEETING_ITEMS, instructions: `Id ${marker}.` })
+    .withResponse();
+  assert.equal(data.output_text, answerText(MEETING_CORRECTION));
+  assert.ok(Number(response.headers.get("x-keproxy-edits")) >= 1);
+  const sent = (await forwarded(marker)).messages.map((m) => m.content);
+  assert.deepEqual(sent, [`Id ${marker}.`, MEETING_CORRECTED, "Noted, see you there.", MEETING_CORRECTION]);
+});
+
+// alias "recorder-native" (responses: native): the request goes to the upstream's /v1/responses, the answer
+// comes back as the upstream sent it; the correction still patches the input items
+test("responses_native", async () => {
+  const marker = newMarker();
   const response = await client.responses.create({
-    model: "recorder",
-    input,
-    instructions: `Session ${marker}.`,
+    model: "recorder-native",
+    input: `Hello ${marker}`,
+    instructions: "Be brief.",
   });
-  assert.equal(response.output_text, answerText(MEETING_CORRECTION));
-  const sent = JSON.stringify(await responsesForwarded(marker));
-  assert.ok(sent.includes(MEETING_CORRECTED), sent);
+  assert.equal(response.id, "resp_recorder");
+  assert.equal(response.output_text, answerText(`Hello ${marker}`));
+  const body = await forwarded(marker, "/v1/responses");
+  assert.equal(body.model, "recorder-native");
+  assert.equal(body.instructions, "Be brief.");
+  const stream = client.responses.stream({ model: "recorder-native", input: `Stream ${marker}` });
+  const deltas = [];
+  for await (const event of stream) {
+    if (event.type === "response.output_text.delta") deltas.push(event.delta);
+  }
+  const final = await stream.finalResponse();
+  assert.equal(deltas.join(""), answerText(`Stream ${marker}`));
+  assert.equal(final.output_text, answerText(`Stream ${marker}`));
+  const model = "recorder-native";
+  await client.responses.create({ model, input: MEETING_ITEMS, instructions: `Id ${marker}.` });
+  const bodies = await recorded(marker, "/v1/responses");
+  assert.deepEqual(bodies.map((b) => b.stream ?? false), [false, true, false]);
+  const sent = JSON.stringify(bodies.at(-1).input);
+  assert.ok(sent.includes(MEETING_CORRECTED) && sent.includes(MEETING_CORRECTION), sent);
   assert.ok(!sent.includes(MEETING), sent);
+  assert.deepEqual(await recorded(marker), []); // nothing went to chat completions
 });

@@ -213,19 +213,15 @@ def test_correction(client: openai.OpenAI, recorder: RecordingUpstream, marker: 
     assert sent == [MEETING_CORRECTED, "Noted, see you there.", MEETING_CORRECTION]
 
 
-def _responses_forwarded(recorder: RecordingUpstream, marker: str) -> dict[str, Any]:
-    """The upstream request of a Responses API call: keproxy sends it to ``/v1/responses`` or translates it to
-    chat completions; either way exactly one of them carries ``marker``."""
-    bodies = recorder.find(marker, "/v1/responses") + recorder.find(marker)
-    assert len(bodies) == 1, f"{len(bodies)} upstream requests carry {marker}"
-    return bodies[0]
-
-
 def test_responses_create(client: openai.OpenAI, recorder: RecordingUpstream, marker: str) -> None:
+    """Alias ``recorder`` (``responses: auto``, not OpenAI itself): translated to a chat completion."""
     response = client.responses.create(model="recorder", input=f"Hello {marker}", instructions="Be brief.")
     assert response.object == "response" and response.status == "completed"
     assert response.output_text == answer_text(f"Hello {marker}")
-    assert "Be brief." in json.dumps(_responses_forwarded(recorder, marker))
+    assert forwarded(recorder, marker)["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": f"Hello {marker}"},
+    ]
 
 
 def test_responses_stream(client: openai.OpenAI, recorder: RecordingUpstream, marker: str) -> None:
@@ -237,7 +233,7 @@ def test_responses_stream(client: openai.OpenAI, recorder: RecordingUpstream, ma
         final = stream.get_final_response()
     assert "".join(deltas) == answer_text(f"Stream {marker} please") == final.output_text
     assert len(deltas) >= 2 and final.status == "completed"
-    assert _responses_forwarded(recorder, marker)["stream"] is True
+    assert forwarded(recorder, marker)["stream"] is True
 
 
 def test_responses_correction(client: openai.OpenAI, recorder: RecordingUpstream, marker: str) -> None:
@@ -246,7 +242,36 @@ def test_responses_correction(client: openai.OpenAI, recorder: RecordingUpstream
         {"role": "assistant", "content": "Noted, see you there."},
         {"role": "user", "content": MEETING_CORRECTION},
     ]
-    response = client.responses.create(model="recorder", input=items, instructions=f"Session {marker}.")
-    assert response.output_text == answer_text(MEETING_CORRECTION)
-    sent = json.dumps(_responses_forwarded(recorder, marker))
-    assert MEETING_CORRECTED in sent and MEETING not in sent
+    raw = client.responses.with_raw_response.create(
+        model="recorder", input=items, instructions=f"Id {marker}."
+    )
+    assert raw.parse().output_text == answer_text(MEETING_CORRECTION)
+    assert int(raw.headers["x-keproxy-edits"]) >= 1
+    sent = [m["content"] for m in forwarded(recorder, marker)["messages"]]
+    assert sent == [f"Id {marker}.", MEETING_CORRECTED, "Noted, see you there.", MEETING_CORRECTION]
+
+
+def test_responses_native(client: openai.OpenAI, recorder: RecordingUpstream, marker: str) -> None:
+    """Alias ``recorder-native`` (``responses: native``): the request goes to the upstream's /v1/responses,
+    the answer comes back as the upstream sent it; the correction still patches the input items."""
+    response = client.responses.create(
+        model="recorder-native", input=f"Hello {marker}", instructions="Be brief."
+    )
+    assert response.id == "resp_recorder" and response.output_text == answer_text(f"Hello {marker}")
+    body = forwarded(recorder, marker, "/v1/responses")
+    assert body["model"] == "recorder-native" and body["instructions"] == "Be brief."
+    with client.responses.stream(model="recorder-native", input=f"Stream {marker}") as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert "".join(deltas) == answer_text(f"Stream {marker}") == final.output_text
+    items: list[Any] = [
+        {"role": "user", "content": MEETING},
+        {"role": "assistant", "content": "Noted, see you there."},
+        {"role": "user", "content": MEETING_CORRECTION},
+    ]
+    client.responses.create(model="recorder-native", input=items, instructions=f"Id {marker}.")
+    bodies = recorder.find(marker, "/v1/responses")
+    assert [b.get("stream", False) for b in bodies] == [False, True, False]
+    sent = json.dumps(bodies[-1]["input"])
+    assert MEETING_CORRECTED in sent and MEETING not in sent and MEETING_CORRECTION in sent
+    assert recorder.find(marker) == []  # nothing went to chat completions
