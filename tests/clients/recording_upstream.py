@@ -40,6 +40,7 @@ __all__ = ["MODELS", "RETRY_AFTER_S", "RecordingUpstream", "answer_text", "make_
 
 #: The model names ``GET /v1/models`` lists (any name is answered).
 MODELS = ("recorder",)
+#: The ``retry-after`` header (seconds) of the on-demand 429.
 RETRY_AFTER_S = "7"
 
 
@@ -94,6 +95,7 @@ def _error(status: int) -> Response:
 
 
 def _on_demand_status(model: str) -> int | None:
+    """The status asked for by a model named ``error-<status>``; None for every other model."""
     prefix, _, status = model.partition("-")
     return int(status) if prefix == "error" and status.isdigit() else None
 
