@@ -7,10 +7,13 @@
   Algorithm 3 on a completion).
 - ``service``: :class:`ChatService`, which runs the stages, calls the upstream (whole or streamed) and times
   and logs every request once; ``recorder``: the log stage; ``streaming``: SSE bytes and stream assembly.
+- ``build``: :func:`build_pipeline`, the service and its components from the settings (the proxy's and the
+  in-process integrations' alike).
 
 The HTTP layer (``keproxy.proxy``) calls it; it never imports ``keproxy.proxy``.
 """
 
+from keproxy.pipeline.build import Pipeline, build_pipeline
 from keproxy.pipeline.memory import (
     EditMemoryWriter,
     PostEditRecord,
@@ -27,6 +30,7 @@ from keproxy.pipeline.service import ChatService
 from keproxy.pipeline.stages import DetectStage, EditHistoryStage, PostEditStage, RetrieveEditsStage, Stage
 from keproxy.pipeline.state import (
     ChatRequest,
+    KeproxyOptions,
     PreparedRequest,
     RecordingCaller,
     RequestOptions,
@@ -41,6 +45,8 @@ __all__ = [
     "DetectStage",
     "EditHistoryStage",
     "EditMemoryWriter",
+    "KeproxyOptions",
+    "Pipeline",
     "PostEditRecord",
     "PostEditStage",
     "PreparedRequest",
@@ -50,6 +56,7 @@ __all__ = [
     "Stage",
     "TranscriptRecorder",
     "assemble_stream",
+    "build_pipeline",
     "completion_chunks",
     "correction_edit",
     "has_only_text",

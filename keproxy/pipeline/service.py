@@ -39,7 +39,7 @@ from keproxy.pipeline.state import ChatRequest, PreparedRequest, RecordingCaller
 from keproxy.pipeline.streaming import SSE_DONE, assemble_stream, sse
 from keproxy.settings import Settings
 from keproxy.transcripts import Transcript, TranscriptStore
-from keproxy.upstream import UpstreamRouter
+from keproxy.upstream import Upstream, UpstreamRouter
 
 __all__ = ["ChatService"]
 
@@ -94,19 +94,25 @@ class ChatService:
         *,
         tenant: str = "default",
         wire: dict[str, Any] | None = None,
+        upstream: Upstream | None = None,
     ) -> PreparedRequest:
         """Resolve the alias and strategy, then run the stages before the upstream call. tenant: the proxy
         key's tenant, the only one whose edits are retrieved and into which corrections are stored. wire: the
         parsed JSON body ``request`` was validated from (forwarded as received: ``upstream_body``).
+        upstream: the upstream of this request instead of the alias's route (an in-process caller such as a
+        wrapped OpenAI client, ``keproxy.integrations``); the strategy is then the request's or the setting's.
 
         Raises ModelNotFoundError (404) or InvalidRequestError (400, unknown strategy), with nothing logged;
         or what a stage raised (e.g. the KeproxyError of a failed editor upstream call), after logging the
         transcript.
         """
         started = time.perf_counter()
-        route, upstream = self.router.resolve(request.model)
+        route_strategy = None
+        if upstream is None:
+            route, upstream = self.router.resolve(request.model)
+            route_strategy = route.strategy
         options = request.keproxy
-        strategy = (options and options.strategy) or route.strategy or self.settings.default_strategy
+        strategy = (options and options.strategy) or route_strategy or self.settings.default_strategy
         editor = self.editors.get(strategy)
         mode = (options and options.edit_mode) or self.settings.edit_mode
         post_editor = None
@@ -161,25 +167,41 @@ class ChatService:
 
     async def complete(self, prepared: PreparedRequest) -> dict[str, Any]:
         """Call the upstream once; return the final ``chat.completion``. Raises KeproxyError subclasses."""
-        transcript = prepared.transcript
         t0 = time.perf_counter()
         try:
             response = await prepared.upstream.complete(prepared.body)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self.fail(prepared, exc, upstream_t0=t0)
             raise
+        return await self.finish(prepared, response, upstream_t0=t0)
+
+    async def finish(
+        self, prepared: PreparedRequest, response: dict[str, Any], *, upstream_t0: float
+    ) -> dict[str, Any]:
+        """Post-edit an upstream's ``chat.completion`` and log the request; return the final completion
+        (``model``: the request's alias). ``complete`` calls it; so does a caller that made the upstream call
+        itself with ``prepared.body`` (the LiteLLM hook), ``upstream_t0`` being that call's perf_counter start.
+        Raises what the post-editor raises, after logging the failure."""
+        transcript = prepared.transcript
         transcript.upstream_response = response
         final = dict(response)
         final["model"] = prepared.alias
         try:
             final = await self.post_edit.run(prepared, final)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self.fail(prepared, exc, upstream_t0=upstream_t0)
             raise
         transcript.final_response = final
         transcript.usage = response.get("usage")
-        await self.recorder.finish(prepared, status=200, upstream_t0=t0)
+        await self.recorder.finish(prepared, status=200, upstream_t0=upstream_t0)
         return final
+
+    async def fail(self, prepared: PreparedRequest, exc: BaseException, *, upstream_t0: float) -> None:
+        """Log a request whose upstream call (started at ``upstream_t0``, perf_counter) or post-edit raised
+        ``exc``: status from a KeproxyError, else 500, with OpenAI's error body."""
+        await self.recorder.finish(
+            prepared, status=status_of(exc), error=error_body(exc), upstream_t0=upstream_t0
+        )
 
     async def open_stream(self, prepared: PreparedRequest) -> AsyncGenerator[bytes, None]:
         """Start the upstream stream and return the SSE byte iterator for the client.
@@ -191,8 +213,19 @@ class ChatService:
         When a post-editor runs (postedit mode, gated edit), the whole upstream stream is read here first
         (any upstream or post-editor failure raises KeproxyError), then post-edited and re-sent as chunks.
         """
+        return self._sse(await self.open_chunks(prepared), prepared.request_id)
+
+    async def open_chunks(self, prepared: PreparedRequest) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """Start the upstream stream and return its ``chat.completion.chunk`` dicts (``model``: the alias), in
+        batches of those that arrived together: the stream of ``open_stream`` before SSE encoding, for callers
+        in the same process (``keproxy.integrations``).
+
+        Raises KeproxyError (logged) when the upstream fails before its first chunk; a later failure is raised
+        by the iterator, after the transcript is committed. The transcript is committed before the iterator
+        ends, however it ends (a client that stops early: status 499). Post-editing as in ``open_stream``.
+        """
         if prepared.post_target is not None and prepared.post_editor is not None:
-            return await self._buffered_stream(prepared)
+            return self._replay(await self._buffered(prepared))
         t0 = time.perf_counter()
         source = prepared.upstream.stream_batches(prepared.body).__aiter__()
         try:
@@ -200,7 +233,7 @@ class ChatService:
         except StopAsyncIteration:
             first = None
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self.fail(prepared, exc, upstream_t0=t0)
             raise
         prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
         return self._relay(prepared, source, first, t0)
@@ -211,9 +244,9 @@ class ChatService:
         source: AsyncIterator[list[dict[str, Any]]],
         first: list[dict[str, Any]] | None,
         t0: float,
-    ) -> AsyncGenerator[bytes, None]:
-        """The client's SSE bytes: one piece per batch of upstream chunks (``stream_batches``), then
-        ``[DONE]``; the transcript is completed and queued when it ends, however it ends."""
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """The upstream's batches (``stream_batches``) with the alias as ``model``; the transcript is completed
+        and committed when it ends, however it ends; a failure is raised after that."""
         chunks: list[dict[str, Any]] = []
         status, error = 200, None
         alias = prepared.alias
@@ -221,25 +254,21 @@ class ChatService:
             batch = first
             while batch is not None:
                 chunks.extend(batch)
-                yield b"".join([sse({**chunk, "model": alias}) for chunk in batch])
+                yield [{**chunk, "model": alias} for chunk in batch]
                 try:
                     batch = await source.__anext__()
                 except StopAsyncIteration:
                     batch = None
-            yield SSE_DONE
         except KeproxyError as exc:
             status, error = exc.status_code, error_body(exc)
-            yield sse(error)
-            yield SSE_DONE
+            raise
         except (asyncio.CancelledError, GeneratorExit):
             status, error = 499, {"error": {"message": "client disconnected", "type": "client_closed",
                                             "param": None, "code": None}}  # fmt: skip
             raise
-        except Exception as exc:  # a bug, not an upstream failure: end the stream properly and log it
-            logger.exception("stream of request %s failed", prepared.request_id)
+        except Exception as exc:  # a bug, not an upstream failure
             status, error = 500, error_body(exc)
-            yield sse(error)
-            yield SSE_DONE
+            raise
         finally:
             assembled = assemble_stream(chunks)
             prepared.transcript.upstream_response = assembled
@@ -249,11 +278,30 @@ class ChatService:
             prepared.transcript.usage = assembled.get("usage")
             await asyncio.shield(self.recorder.finish(prepared, status=status, error=error, upstream_t0=t0))
 
-    async def _buffered_stream(self, prepared: PreparedRequest) -> AsyncGenerator[bytes, None]:
-        """Read the upstream stream whole, post-edit it, log the transcript; the SSE iterator of the result.
+    @staticmethod
+    async def _sse(
+        batches: AsyncGenerator[list[dict[str, Any]], None], request_id: str
+    ) -> AsyncGenerator[bytes, None]:
+        """The client's SSE bytes: one piece per batch, then ``[DONE]``; a failure mid-stream (already logged)
+        becomes an ``{"error": ...}`` event before ``[DONE]``."""
+        try:
+            async for batch in batches:
+                yield b"".join([sse(chunk) for chunk in batch])
+            yield SSE_DONE
+        except KeproxyError as exc:
+            yield sse(error_body(exc))
+            yield SSE_DONE
+        except Exception as exc:  # a bug, not an upstream failure: end the stream properly
+            logger.exception("stream of request %s failed", request_id, exc_info=exc)
+            yield sse(error_body(exc))
+            yield SSE_DONE
+        finally:
+            await batches.aclose()
 
-        Streams whose deltas carry more than text (tool calls, ...) are replayed as received, not post-edited.
-        """
+    async def _buffered(self, prepared: PreparedRequest) -> list[dict[str, Any]]:
+        """Read the upstream stream whole, post-edit it, log the transcript; the chunks to send (``model``: the
+        alias). Streams whose deltas carry more than text (tool calls, ...) are replayed as received, not
+        post-edited. Raises what the upstream or the post-editor raised, after logging it."""
         t0 = time.perf_counter()
         chunks: list[dict[str, Any]] = []
         try:
@@ -262,7 +310,7 @@ class ChatService:
                     prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
                 chunks.append(chunk)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self.fail(prepared, exc, upstream_t0=t0)
             raise
         assembled = assemble_stream(chunks)
         prepared.transcript.upstream_response = assembled
@@ -273,18 +321,15 @@ class ChatService:
             try:
                 final = await self.post_edit.run(prepared, final)
             except Exception as exc:
-                await self.recorder.finish(
-                    prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0
-                )
+                await self.fail(prepared, exc, upstream_t0=t0)
                 raise
             out = completion_chunks(final, include_usage=bool(assembled.get("usage")))
         prepared.transcript.final_response = final
         prepared.transcript.usage = assembled.get("usage")
         await self.recorder.finish(prepared, status=200, upstream_t0=t0)
-        return self._replay(out, prepared.alias)
+        return [{**chunk, "model": prepared.alias} for chunk in out]
 
     @staticmethod
-    async def _replay(chunks: list[dict[str, Any]], alias: str) -> AsyncGenerator[bytes, None]:
+    async def _replay(chunks: list[dict[str, Any]]) -> AsyncGenerator[list[dict[str, Any]], None]:
         for chunk in chunks:
-            yield sse({**chunk, "model": alias})
-        yield SSE_DONE
+            yield [chunk]

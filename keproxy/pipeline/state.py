@@ -11,7 +11,9 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.corrections.base import Correction
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult
@@ -23,6 +25,7 @@ from keproxy.upstream import Upstream
 
 __all__ = [
     "ChatRequest",
+    "KeproxyOptions",
     "PreparedRequest",
     "RecordingCaller",
     "RequestOptions",
@@ -42,6 +45,31 @@ class RequestOptions(Protocol):
     def post_editor(self) -> str | None: ...
     @property
     def session(self) -> str | None: ...
+
+
+class KeproxyOptions(BaseModel):
+    """keproxy extension, sent by OpenAI clients as ``extra_body={"keproxy": {...}}``; never forwarded. The
+    validated :class:`RequestOptions` of the proxy's wire model and of the in-process integrations."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: str | None = Field(
+        default=None, description="History editing strategy for this request (e.g. 'otc', 'patch')."
+    )
+    edit_mode: Literal["off", "postedit", "prompt", "ike", "serac"] | None = Field(
+        default=None,
+        description="How retrieved edits reach the answer ('postedit': the answer is post-edited and the "
+        "upstream never sees the edit; 'prompt' / 'ike' / 'serac': the edit is put into the forwarded "
+        "request); default: the `edit_mode` setting.",
+    )
+    post_editor: str | None = Field(
+        default=None, description="Post-editor for edit_mode 'postedit' (e.g. 'span', 'llm', 'local')."
+    )
+    session: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Conversation id: session-scoped edits (and corrections stored as edits) belong to it.",
+    )
 
 
 class ChatRequest(Protocol):

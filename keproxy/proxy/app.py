@@ -9,7 +9,6 @@ routes all answer with OpenAI's error body.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 from collections.abc import AsyncIterator, MutableMapping
@@ -25,15 +24,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
 from keproxy import __version__
-from keproxy.corrections.detect import CompositeDetector, DetectorResources, build_detector
-from keproxy.editors.history.registry import EditorRegistry, EditorResources, strategy_names
+from keproxy.editors.history.registry import strategy_names
 from keproxy.errors import ConfigError, KeproxyError, RequestTooLargeError, error_body, validation_error
-from keproxy.memory.embeddings import Embedder
-from keproxy.memory.memory import EditMemory
-from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.models.llama_server import LocalModelServer
-from keproxy.nli import NLIBackend, NLIConfigError, get_nli_backend
-from keproxy.pipeline import ChatService
+from keproxy.pipeline import build_pipeline
+from keproxy.pipeline.build import nli_backend
 from keproxy.proxy.auth import Authenticator
 from keproxy.proxy.chat import PATH, ChatCompletionsEndpoint, chat_completions_schema
 from keproxy.proxy.demo import demo_router
@@ -41,7 +36,6 @@ from keproxy.proxy.edits import edits_router
 from keproxy.proxy.models import models_router
 from keproxy.proxy.transcripts import transcripts_router
 from keproxy.settings import ModelRoute, Settings
-from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
 from keproxy.upstream import UpstreamRouter
 
 __all__ = ["check_settings", "create_app"]
@@ -57,14 +51,6 @@ def _openai_error(
     message: str, error_type: str, *, param: str | None = None, code: str | None = None
 ) -> dict[str, object]:
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
-
-
-def _build_detector(settings: Settings, resources: DetectorResources) -> CompositeDetector:
-    """The configured detectors combined in order; raises ConfigError on an unknown name."""
-    try:
-        return build_detector(settings.detectors, resources)
-    except KeyError as exc:
-        raise ConfigError(f"detectors: {exc.args[0]}", param="detectors") from None
 
 
 def _routes(settings: Settings, local: LocalModelServer | None) -> tuple[list[ModelRoute], ModelRoute | None]:
@@ -83,19 +69,6 @@ def _routes(settings: Settings, local: LocalModelServer | None) -> tuple[list[Mo
         )
         return [route], None
     return list(settings.models), None
-
-
-def _stores(settings: Settings) -> tuple[TranscriptStore, EditStore]:
-    """The transcript log and the edit store: both on PostgreSQL with ``database_url``, else SQLite files.
-    Raises ConfigError when psycopg is missing or the database cannot be reached."""
-    if settings.database_url is None:
-        return SQLiteTranscriptStore(settings.transcripts_path), SQLiteEditStore(settings.edits_path)
-    try:
-        from keproxy.memory.pg_store import PostgresEditStore
-        from keproxy.transcripts.postgres import PostgresTranscriptStore
-    except ImportError as exc:
-        raise ConfigError(f"database_url: {exc}", param="database_url") from None
-    return PostgresTranscriptStore(settings.database_url), PostgresEditStore(settings.database_url)
 
 
 class KeproxyAPI(FastAPI):
@@ -131,17 +104,6 @@ def _content_length(scope: MutableMapping[str, Any]) -> int:
     return 0
 
 
-def _nli_backend(spec: str | None) -> NLIBackend | None:
-    """The configured NLI backend, checked now (a missing model stops start-up with one line naming the
-    command that builds it) and loaded on first use. Raises NLIConfigError."""
-    if not spec:
-        return None
-    try:
-        return get_nli_backend(spec)
-    except NLIConfigError as exc:
-        raise NLIConfigError(f"nli_backend {spec!r}: {exc}", param="nli_backend") from None
-
-
 def check_settings(settings: Settings) -> None:
     """What start-up checks before it listens: every strategy and detector named by the settings exists, and
     the models they need (the NLI adapter, the correction taggers) can be found. Raises ConfigError with one
@@ -154,7 +116,7 @@ def check_settings(settings: Settings) -> None:
             raise ConfigError(
                 f"{param}: unknown strategy {name!r}; available: {', '.join(names)}", param=param
             )
-    _nli_backend(settings.nli_backend)
+    nli_backend(settings.nli_backend)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -170,29 +132,9 @@ def create_app(settings: Settings) -> FastAPI:
             await local.start()
         routes, catch_all = _routes(settings, local)
         upstreams = UpstreamRouter(routes, catch_all=catch_all)
-        embedder = Embedder.from_name_or_path(settings.embedding_model, threads=settings.torch_threads)
-        nli = _nli_backend(settings.nli_backend)
-        judge = {"model": settings.judge_model} if settings.judge_model else {}
-        detector_resources = DetectorResources(
-            encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge,
-            learned=settings.learned_detector,
-        )  # fmt: skip
-        store, edit_store = _stores(settings)
-        memory = EditMemory(
-            edit_store,
-            embedder,
-            index_dir=settings.edit_index_dir,
-            large=settings.edit_index,
-        )
-        app.state.memory = memory
-        app.state.service = ChatService(
-            settings,
-            upstreams,
-            _build_detector(settings, detector_resources),
-            EditorRegistry(EditorResources(embedder=embedder, nli=nli, settings=settings)),
-            store,
-            memory=memory,
-        )
+        pipeline = build_pipeline(settings, upstreams)
+        app.state.memory = pipeline.memory
+        app.state.service = pipeline.service
         # start-up objects (modules, settings, models) never become garbage: keep them out of the collector's
         # full passes, which otherwise walk them all and show up as multi-millisecond p99 stalls
         gc.freeze()
@@ -200,8 +142,7 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             await upstreams.aclose()
-            await store.aclose()
-            await asyncio.to_thread(memory.close)
+            await pipeline.aclose()
             if local is not None:
                 await local.stop()
 

@@ -3,7 +3,8 @@
 ``build_upstream`` picks the transport of a route: OpenAI-protocol upstreams (litellm prefixes ``openai/``,
 ``hosted_vllm/``, ``llamafile/``, ``lm_studio/``, or no prefix with an ``api_base``) take ``HTTPUpstream``,
 the pooled fast path; every other provider goes through ``LiteLLMUpstream``. ``UpstreamRouter`` maps public
-aliases to (route, upstream).
+aliases to (route, upstream). ``FunctionUpstream`` is an upstream made of two functions, for in-process
+callers that make the call themselves.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from collections.abc import Iterable
 from keproxy.errors import ConfigError, ModelNotFoundError
 from keproxy.settings import ModelRoute
 from keproxy.upstream.base import Upstream
+from keproxy.upstream.function import FunctionUpstream
 from keproxy.upstream.openai_http import HTTPUpstream
 
 __all__ = [
     "OPENAI_PROTOCOL_PROVIDERS",
+    "FunctionUpstream",
     "HTTPUpstream",
     "Upstream",
     "UpstreamRouter",
