@@ -86,7 +86,7 @@ def test_replay_rejects_bad_templates(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "package",
-    ["keproxy", "keproxy.proxy", "keproxy.pipeline", "keproxy.corrections", "keproxy.corrections.detect",
+    ["keproxy", "keproxy.proxy", "keproxy.integrations", "keproxy.pipeline", "keproxy.corrections", "keproxy.corrections.detect",
      "keproxy.editors", "keproxy.editors.history", "keproxy.editors.history.deletion", "keproxy.editors.postedit",
      "keproxy.memory", "keproxy.models", "keproxy.nli", "keproxy.eval", "keproxy.eval.core", "keproxy.train",
      "keproxy.upstream", "keproxy.transcripts"],
