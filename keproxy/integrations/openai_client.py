@@ -105,16 +105,22 @@ def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return {**given, **extra}, transport
 
 
+def _declared(create: Callable[..., Any]) -> frozenset[str]:
+    """The request-body arguments ``create`` declares (``model``, ``messages``, ``temperature``, ...)."""
+    return frozenset(inspect.signature(create).parameters) - {"extra_body", *TRANSPORT_OPTIONS}
+
+
 class _ClientCall:
     """The wrapped ``create`` as the upstream of one request: the pipeline's body split back into the
-    arguments ``create`` declares and ``extra_body`` (fields it does not know, sent as the SDK sends them), the
-    caller's transport options added. Failures become keproxy's upstream errors with the client's exception as
-    their ``__cause__`` (re-raised to the caller as it was)."""
+    arguments ``create`` declares (``declared``) and ``extra_body`` (fields it does not know, sent as the SDK
+    sends them), the caller's transport options added."""
 
-    def __init__(self, create: Callable[..., Any], transport: dict[str, Any]) -> None:
+    def __init__(
+        self, create: Callable[..., Any], declared: frozenset[str], transport: dict[str, Any]
+    ) -> None:
         self.create = create
+        self.declared = declared
         self.transport = transport
-        self.declared = frozenset(inspect.signature(create).parameters) - {"extra_body", *TRANSPORT_OPTIONS}
 
     def kwargs(self, body: dict[str, Any], stream: bool) -> dict[str, Any]:
         known = {k: v for k, v in body.items() if k in self.declared and k != "stream"}
@@ -261,9 +267,10 @@ class KeproxyAsyncOpenAI:
         self._client = client
         self.keproxy = pipeline
         self.chat = _AsyncChat(self)
+        self._declared = _declared(client.chat.completions.create)
 
     def _upstream(self, transport: dict[str, Any]) -> FunctionUpstream:
-        call = _ClientCall(self._client.chat.completions.create, transport)
+        call = _ClientCall(self._client.chat.completions.create, self._declared, transport)
         name = str(self._client.base_url)
 
         async def complete(body: dict[str, Any]) -> dict[str, Any]:
@@ -406,10 +413,12 @@ class KeproxyOpenAI:
         self._client = client
         self.keproxy = pipeline
         self.chat = _Chat(self)
+        self._declared = _declared(client.chat.completions.create)
         self._runner = _LoopThread()
+        self._closed = False
 
     def _upstream(self, transport: dict[str, Any]) -> FunctionUpstream:
-        call = _ClientCall(self._client.chat.completions.create, transport)
+        call = _ClientCall(self._client.chat.completions.create, self._declared, transport)
         name = str(self._client.base_url)
 
         async def complete(body: dict[str, Any]) -> dict[str, Any]:
@@ -430,7 +439,10 @@ class KeproxyOpenAI:
         return FunctionUpstream(name, complete, stream)
 
     def close(self) -> None:
-        """Commit and close keproxy's stores, stop its event loop, then close the wrapped client."""
+        """Commit and close keproxy's stores, stop its event loop, then close the wrapped client (once)."""
+        if self._closed:
+            return
+        self._closed = True
         self._runner.run(self.keproxy.aclose())
         self._runner.close()
         self._client.close()
