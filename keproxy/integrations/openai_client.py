@@ -99,7 +99,7 @@ def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``create``'s keyword arguments as (request body, transport options). ``extra_body`` is merged into the
     body, as the SDK merges it into the JSON it sends; arguments left out (``openai.NOT_GIVEN``, ``omit``) are
     dropped."""
-    given = {k: v for k, v in kwargs.items() if not isinstance(v, openai.NotGiven | type(openai.omit))}
+    given = {k: v for k, v in kwargs.items() if not isinstance(v, openai.NotGiven | openai.Omit)}
     transport = {k: given.pop(k) for k in TRANSPORT_OPTIONS if k in given}
     extra = given.pop("extra_body", None) or {}
     return {**given, **extra}, transport
@@ -175,13 +175,17 @@ def _chunk(chunk: dict[str, Any]) -> ChatCompletionChunk:
 
 
 async def _create(
-    service: ChatService, kwargs: dict[str, Any], upstream_of: Callable[[dict[str, Any]], FunctionUpstream]
+    service: ChatService,
+    kwargs: dict[str, Any],
+    upstream_of: Callable[[str, dict[str, Any]], FunctionUpstream],
 ) -> tuple[KeproxyInfo, dict[str, Any] | AsyncGenerator[list[dict[str, Any]], None]]:
     """One request through the pipeline: (its KeproxyInfo, the final completion dict or the chunk batches).
-    Raises KeproxyError (InvalidRequestError for bad arguments; the upstream's failure)."""
+    upstream_of(model, transport options): the wrapped client's call. Raises KeproxyError (InvalidRequestError
+    for bad arguments; the upstream's failure)."""
     body, transport = _split(kwargs)
     request = chat_request(body)
-    prepared = await service.prepare(request, new_request_id(), upstream=upstream_of(transport))
+    upstream = upstream_of(request.model, transport)
+    prepared = await service.prepare(request, new_request_id(), upstream=upstream)
     if not request.stream:
         final = await service.complete(prepared)
         return KeproxyInfo.of(prepared), final
@@ -268,10 +272,11 @@ class KeproxyAsyncOpenAI:
         self.keproxy = pipeline
         self.chat = _AsyncChat(self)
         self._declared = _declared(client.chat.completions.create)
+        self._closed = False
 
-    def _upstream(self, transport: dict[str, Any]) -> FunctionUpstream:
+    def _upstream(self, name: str, transport: dict[str, Any]) -> FunctionUpstream:
+        """The wrapped client's ``create`` for a request to model ``name``, as an upstream."""
         call = _ClientCall(self._client.chat.completions.create, self._declared, transport)
-        name = str(self._client.base_url)
 
         async def complete(body: dict[str, Any]) -> dict[str, Any]:
             with _upstream_errors(name):
@@ -288,7 +293,10 @@ class KeproxyAsyncOpenAI:
         return FunctionUpstream(name, complete, stream)
 
     async def close(self) -> None:
-        """Commit and close keproxy's stores, then close the wrapped client."""
+        """Commit and close keproxy's stores, then close the wrapped client (once)."""
+        if self._closed:
+            return
+        self._closed = True
         await self.keproxy.aclose()
         await self._client.close()
 
@@ -417,9 +425,9 @@ class KeproxyOpenAI:
         self._runner = _LoopThread()
         self._closed = False
 
-    def _upstream(self, transport: dict[str, Any]) -> FunctionUpstream:
+    def _upstream(self, name: str, transport: dict[str, Any]) -> FunctionUpstream:
+        """The wrapped client's ``create`` for a request to model ``name``, as an upstream."""
         call = _ClientCall(self._client.chat.completions.create, self._declared, transport)
-        name = str(self._client.base_url)
 
         async def complete(body: dict[str, Any]) -> dict[str, Any]:
             with _upstream_errors(name):

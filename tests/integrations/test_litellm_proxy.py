@@ -24,6 +24,7 @@ import openai
 import pytest
 import yaml
 
+from keproxy.editors.history.prompts import REITERATE_PROMPT
 from keproxy.models.llama_server import free_port
 from tests.proxy.test_proxy import dialogue
 from tests.upstream_stub import StubUpstream
@@ -158,3 +159,21 @@ def test_bad_keproxy_options_are_a_400_from_the_litellm_proxy(litellm_proxy: Lit
             messages=[{"role": "user", "content": "hi"}],
             extra_body={"keproxy": {"strategy": "nope"}},
         )
+
+
+def test_strategies_that_ask_the_upstream_go_through_the_proxys_router(litellm_proxy: LiteLLMProxy) -> None:
+    """reiterate asks the upstream to retell the story: keproxy makes that call through the LiteLLM proxy's
+    router (the proxy's model name "echo" resolves to its deployment), and LiteLLM then forwards the history
+    with the retold exchange."""
+    messages: Any = dialogue(CORRECTION)
+    completion = litellm_proxy.client().chat.completions.create(
+        model="echo", messages=messages, extra_body={"keproxy": {"strategy": "reiterate"}}
+    )
+    forwarded = json.loads(completion.choices[0].message.content or "")["messages"]
+    asked = [i for i, m in enumerate(forwarded) if m["content"] == REITERATE_PROMPT]
+    assert len(asked) == 1
+    retold = json.loads(forwarded[asked[0] + 1]["content"])  # the editor's call, echoed by the deployment
+    assert retold["messages"][-1]["content"] == REITERATE_PROMPT and retold["model"] == "echo"
+    (row,) = [r for r in litellm_proxy.rows().values() if r["strategy"] == "reiterate"]
+    assert [call["purpose"] for call in row["editor_calls"]] == ["reiterate"]
+    assert row["forwarded_messages"] == forwarded
