@@ -121,23 +121,27 @@ async def test_a_failed_upstream_call_is_logged(hook: KeproxyGuardrail, stub_ups
     assert row.status == 502 and row.error is not None and "stub exploded" in row.error["error"]["message"]
 
 
+def darrieux() -> Edit:
+    return Edit(
+        kind="triple",
+        text="The mother tongue of Danielle Darrieux is English.",
+        subject="Danielle Darrieux",
+        relation="The mother tongue of {} is",
+        target_true="French",
+        target_new="English",
+    )
+
+
+QUESTION = [{"role": "user", "content": "Is the mother tongue of Danielle Darrieux French?"}]
+
+
 async def test_postedit_changes_litellms_response(
     hook: KeproxyGuardrail, stub_upstream: StubUpstream
 ) -> None:
-    hook.keproxy.memory.add(
-        Edit(
-            kind="triple",
-            text="The mother tongue of Danielle Darrieux is English.",
-            subject="Danielle Darrieux",
-            relation="The mother tongue of {} is",
-            target_true="French",
-            target_new="English",
-        )
-    )
-    question = [{"role": "user", "content": "Is the mother tongue of Danielle Darrieux French?"}]
-    data: dict[str, Any] = {"model": "echo", "messages": question, "keproxy": {"edit_mode": "postedit"}}
+    hook.keproxy.memory.add(darrieux())
+    data: dict[str, Any] = {"model": "echo", "messages": QUESTION, "keproxy": {"edit_mode": "postedit"}}
     data = await hook.async_pre_call_hook(UserAPIKeyAuth(), DualCache(), data, "acompletion")
-    assert data["messages"] == question  # postedit: the edit never goes upstream
+    assert data["messages"] == QUESTION  # postedit: the edit never goes upstream
     response = await call_upstream(stub_upstream, data)
     assert "French" in (response.choices[0].message.content or "")
     response = await hook.async_post_call_success_hook(data, UserAPIKeyAuth(), response)
@@ -146,6 +150,24 @@ async def test_postedit_changes_litellms_response(
     assert "Danielle Darrieux English?" in answer and "French" not in answer
     row = rows(hook)[data["metadata"][REQUEST_ID_KEY]]
     assert row.post_edit is not None and row.post_edit["after"] == answer
+
+
+async def test_postedit_of_a_stream_resends_the_edited_answer(
+    hook: KeproxyGuardrail, stub_upstream: StubUpstream
+) -> None:
+    hook.keproxy.memory.add(darrieux())
+    data: dict[str, Any] = {
+        "model": "echo", "messages": QUESTION, "stream": True, "keproxy": {"edit_mode": "postedit"}
+    }  # fmt: skip
+    data = await hook.async_pre_call_hook(UserAPIKeyAuth(), DualCache(), data, "acompletion")
+    response = await call_upstream(stub_upstream, data, stream=True)
+    chunks = [c async for c in hook.async_post_call_streaming_iterator_hook(UserAPIKeyAuth(), response, data)]
+    answer = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "Danielle Darrieux English?" in answer and "French" not in answer
+    row = rows(hook)[data["metadata"][REQUEST_ID_KEY]]
+    assert row.stream and row.post_edit is not None and row.post_edit["after"] == answer
+    assert row.upstream_response is not None
+    assert "French" in row.upstream_response["choices"][0]["message"]["content"]
 
 
 async def test_other_calls_and_unprepared_requests_pass(

@@ -186,6 +186,15 @@ def test_postedit_mode_edits_the_answer_and_never_sends_the_edit(
         and "French" in row.upstream_response["choices"][0]["message"]["content"]
     )
 
+    # a stream: read whole, post-edited, re-sent as chunks
+    with client.chat.completions.create(
+        model="echo", messages=question, stream=True, extra_body={"keproxy": {"edit_mode": "postedit"}}
+    ) as stream:
+        streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert stream.keproxy.post_edit == "edited"
+    assert "Danielle Darrieux English?" in streamed and "French" not in streamed
+    assert rows(client)[stream.keproxy.request_id].post_edit["after"] == streamed  # type: ignore[index]
+
 
 async def test_async_create_and_stream(stub_upstream: StubUpstream, settings: Settings) -> None:
     upstream = openai.AsyncOpenAI(base_url=stub_upstream.api_base, api_key="k", max_retries=0)
