@@ -44,11 +44,15 @@ def in_process_pipeline(settings: Settings | None = None, strategy: str | None =
 
     Raises ConfigError on an unknown strategy (listing the ones that exist) or another bad setting."""
     settings = settings if settings is not None else load_settings()
+    param = "default_strategy"
     if strategy is not None:
-        names = strategy_names()
-        if strategy not in names:
-            raise ConfigError(f"strategy: unknown strategy {strategy!r}; available: {', '.join(names)}")
-        settings = settings.model_copy(update={"default_strategy": strategy})
+        settings, param = settings.model_copy(update={"default_strategy": strategy}), "strategy"
+    names = strategy_names()
+    if settings.default_strategy not in names:
+        raise ConfigError(
+            f"{param}: unknown strategy {settings.default_strategy!r}; available: {', '.join(names)}",
+            param=param,
+        )
     return build_pipeline(settings)
 
 

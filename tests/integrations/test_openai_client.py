@@ -130,6 +130,8 @@ def test_request_options_and_wrap_strategy(stub_upstream: StubUpstream, settings
 
     with pytest.raises(ConfigError, match=r"unknown strategy 'pach'; available: .*patch"):
         wrap(upstream, settings=settings, strategy="pach")
+    with pytest.raises(ConfigError, match="default_strategy: unknown strategy 'pach'"):
+        wrap(upstream, settings=settings.model_copy(update={"default_strategy": "pach"}))
 
 
 def test_errors_are_the_openai_sdk_exceptions(client: KeproxyOpenAI, settings: Settings) -> None:
