@@ -400,8 +400,14 @@ async def test_upstream_failures_are_openai_errors(
     with pytest.raises(openai.APIStatusError) as caught:
         await client.responses.create(model="fail500", input="Hi")
     assert caught.value.status_code == 502 and "stub exploded" in caught.value.message
+    with pytest.raises(openai.APIStatusError) as caught:  # a stream that fails before it starts: a status
+        await client.responses.create(model="fail500", input="Hi", stream=True)
+    assert caught.value.status_code == 502 and isinstance(caught.value.body, dict)
+    assert caught.value.body["type"] == "upstream_error"
     with pytest.raises(openai.BadRequestError):  # a native upstream's 400 keeps its status
         await client.responses.create(model="rejects", input="Hi")
+    with pytest.raises(openai.BadRequestError):
+        await client.responses.create(model="rejects", input="Hi", stream=True)
     stream = await client.responses.create(model="truncated", input="Hi", stream=True)
     events = [event async for event in stream]  # the stub breaks off after one chunk
     assert [e.type for e in events[-2:]] == ["error", "response.failed"]
