@@ -23,6 +23,7 @@ from pydantic import SecretStr
 
 from keproxy.settings import Settings, load_settings
 from tests.conftest import client_for
+from tests.editors.test_postedit import FRENCH, QUERY, darrieux
 from tests.upstream_stub import StubUpstream, ThreadedServer
 
 FIRST = "The meeting is on Tuesday at 3pm in Room 204. Please bring your laptop."
@@ -125,8 +126,13 @@ class RecordingUpstream(ThreadedServer):
                 return Response(orjson.dumps(_native_response(body)), media_type="application/json")
             if path == "vendor/rerank":
                 return Response(orjson.dumps({"object": "rerank", "query": body["query"]}))
-            if path == "chat/completions":
+            if path == "chat/completions" and body["model"] == "tool-model":
                 return _tool_call_chat(body)
+            if path == "chat/completions":
+                message = {"role": "assistant", "content": FRENCH}
+                completion = {"id": "chatcmpl-n", "object": "chat.completion", "created": 1, "model": body["model"],
+                              "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+                return Response(orjson.dumps(completion), media_type="application/json")
             if path == "embeddings":
                 vector = {"object": "embedding", "index": 0, "embedding": [0.25, -0.5]}
                 data = {"object": "list", "data": [vector], "model": body["model"],
@@ -360,6 +366,27 @@ async def test_native_stream_relays_the_upstream_events(
     assert events[-1].response.output_text == NATIVE_TEXT and events[-1].response.model == "native"
     row = await transcript(http, raw.headers["x-keproxy-request-id"])
     assert row["stream"] is True and row["final_response"]["status"] == "completed"
+
+
+async def test_a_native_request_a_post_editor_edits_goes_as_a_chat_completion(
+    client: openai.AsyncOpenAI, http: httpx.AsyncClient, recording: RecordingUpstream
+) -> None:
+    """Post-editors read chat completions: with a gated edit (edit_mode postedit) a native route's request is
+    translated, when it can be; when it cannot, a 400 says why (and the request is logged)."""
+    http.app.state.memory.add(darrieux())  # type: ignore[attr-defined]
+    native_calls = len(recording.bodies.get("responses", []))
+    options = {"keproxy": {"edit_mode": "postedit"}}
+    raw = await client.responses.with_raw_response.create(model="native", input=QUERY, extra_body=options)
+    assert raw.headers["x-keproxy-post-edit"] == "edited"
+    assert "English" in raw.parse().output_text and "French" not in raw.parse().output_text
+    assert recording.last("chat/completions")["messages"] == [{"role": "user", "content": QUERY}]
+    assert len(recording.bodies.get("responses", [])) == native_calls
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.responses.create(
+            model="native", input=QUERY, previous_response_id="resp_1", extra_body=options
+        )
+    assert "edit_mode postedit translates this request" in caught.value.message
+    assert isinstance(caught.value.body, dict) and caught.value.body["param"] == "previous_response_id"
 
 
 # -- errors ------------------------------------------------------------------------------------------------
