@@ -9,6 +9,8 @@ tool.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import SecretStr
 
+from keproxy.proxy.app import create_app
 from keproxy.settings import Settings, load_settings
 from tests.conftest import client_for
 from tests.editors.test_postedit import FRENCH, QUERY, darrieux
@@ -179,7 +182,7 @@ def settings(
     base = f"{recording.url}/v1"
     models = [
         {"alias": name, "model": f"openai/{name}", "api_base": stub_upstream.api_base, "timeout_s": 5.0}
-        for name in ("echo", "plain", "fail500", "truncated")
+        for name in ("echo", "plain", "fail500", "truncated", "dribble")
     ]
     models += [
         {"alias": "native", "model": "openai/gpt-test", "api_base": base, "responses": "native"},
@@ -387,6 +390,33 @@ async def test_a_native_request_a_post_editor_edits_goes_as_a_chat_completion(
         )
     assert "edit_mode postedit translates this request" in caught.value.message
     assert isinstance(caught.value.body, dict) and caught.value.body["param"] == "previous_response_id"
+
+
+async def test_a_client_that_leaves_mid_stream_releases_the_upstream(
+    settings: Settings, stub_upstream: StubUpstream
+) -> None:
+    """A real server: the client drops a Responses stream after its first text delta while the upstream is
+    still sending (it would take 10 s); keproxy closes the upstream stream and logs the request (499)."""
+    app = create_app(settings)
+    with ThreadedServer(app) as server:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        body = orjson.dumps({"model": "dribble", "input": "x", "stream": True})
+        writer.write(b"POST /v1/responses HTTP/1.1\r\nhost: keproxy\r\ncontent-type: application/json\r\n"
+                     + f"content-length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip
+        seen = b""
+        while b"response.output_text.delta" not in seen:
+            part = await asyncio.wait_for(reader.read(4096), 10)
+            assert part, "the server closed the stream before the first delta"
+            seen += part
+        writer.close()
+        store = app.state.service.store
+        deadline = time.monotonic() + 8
+        while stub_upstream.active_streams or not any(t.alias == "dribble" for t in store.iter_all()):
+            assert time.monotonic() < deadline, (
+                "the upstream stream stayed open or the request was not logged"
+            )
+            await asyncio.sleep(0.05)
+        assert [t.status for t in store.iter_all() if t.alias == "dribble"] == [499]
 
 
 # -- errors ------------------------------------------------------------------------------------------------
