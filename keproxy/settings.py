@@ -87,6 +87,13 @@ class ModelRoute(BaseModel):
         "the request for the provider; 'auto': http for OpenAI-protocol upstreams, litellm otherwise.",
     )
     strategy: str = Field(default="patch", description="Default history-editing strategy for this alias.")
+    responses: Literal["auto", "native", "translate"] = Field(
+        default="auto",
+        description="How POST /v1/responses reaches this alias: 'native' sends the Responses API request to "
+        "the upstream's /responses (the edited history as input items); 'translate' turns it into a chat "
+        "completion and the answer back into a response; 'auto': native for OpenAI itself (an 'openai/' "
+        "model without api_base, or api_base on api.openai.com), translate for every other upstream.",
+    )
     mock_response: str | None = Field(
         default=None,
         description="litellm mock_response: answer with this text, never call a provider (dry runs).",

@@ -20,6 +20,7 @@ __all__ = [
     "ModelCard",
     "ModelList",
     "OpenAIBaseModel",
+    "ResponseCreateRequest",
 ]
 
 
@@ -66,6 +67,26 @@ class ChatCompletionRequest(OpenAIBaseModel):
         body = self.model_dump(exclude_unset=True, exclude={"keproxy"})
         body["messages"] = [m.model_dump(exclude_unset=True) for m in self.messages]
         return body
+
+
+class ResponseCreateRequest(OpenAIBaseModel):
+    """``POST /v1/responses`` body (OpenAI's Responses API). Only the fields keproxy reads are declared; the
+    rest (``text``, ``tools``, ``tool_choice``, ``reasoning``, ...) are translated or passed on as sent
+    (``keproxy.pipeline.responses``)."""
+
+    model: str = Field(min_length=1)
+    input: str | list[dict[str, Any]] = Field(
+        description="The conversation: a user message, or a list of input items (messages, function calls "
+        "and their outputs)."
+    )
+    instructions: str | None = Field(default=None, description="A system message put before the input.")
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = None
+    stream: bool | None = False
+    user: str | None = Field(
+        default=None, description="OpenAI's end-user id; keproxy also uses it as the scope of user edits."
+    )
+    keproxy: KeproxyOptions | None = Field(default=None, description="keproxy extension (not OpenAI).")
 
 
 class ModelCard(OpenAIBaseModel):

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from keproxy.errors import ConfigError, ModelNotFoundError
 from keproxy.settings import ModelRoute
-from keproxy.upstream.base import Upstream
+from keproxy.upstream.base import ResponsesUpstream, Upstream
 from keproxy.upstream.function import FunctionUpstream
 from keproxy.upstream.openai_http import HTTPUpstream
 
@@ -22,10 +23,12 @@ __all__ = [
     "OPENAI_PROTOCOL_PROVIDERS",
     "FunctionUpstream",
     "HTTPUpstream",
+    "ResponsesUpstream",
     "Upstream",
     "UpstreamRouter",
     "build_upstream",
     "resolve_transport",
+    "responses_transport",
 ]
 
 #: litellm provider prefixes whose endpoints speak the OpenAI chat-completions protocol as is.
@@ -52,8 +55,29 @@ def resolve_transport(route: ModelRoute) -> str:
     return "litellm"
 
 
+def responses_transport(route: ModelRoute) -> str:
+    """'native' or 'translate': how ``POST /v1/responses`` reaches ``route``. Native needs the http transport
+    (an OpenAI-protocol upstream) and no mock answer; ``responses: auto`` is native for OpenAI itself only
+    (api_base on api.openai.com, or an ``openai/`` model without api_base), since llama.cpp, vLLM and most
+    other OpenAI-compatible servers speak chat completions but not (all of) the Responses API."""
+    if route.mock_response is not None or resolve_transport(route) != "http":
+        return "translate"
+    if route.responses != "auto":
+        return route.responses
+    provider, _ = _split_provider(route.model)
+    base = route.api_base or (OPENAI_API_BASE if provider == "openai" else "")
+    return "native" if urlsplit(base).hostname == "api.openai.com" else "translate"
+
+
 def build_upstream(route: ModelRoute) -> Upstream:
-    """The upstream for ``route``. Raises ConfigError when ``api_key_env`` names an unset variable."""
+    """The upstream for ``route``. Raises ConfigError when ``api_key_env`` names an unset variable, or when
+    ``responses: native`` is asked of a route that does not go over the http transport."""
+    if route.responses == "native" and route.mock_response is None and resolve_transport(route) != "http":
+        raise ConfigError(
+            f"models[{route.alias}].responses: 'native' needs an OpenAI-protocol upstream (transport http); "
+            f"{route.model} goes through litellm: use responses: translate",
+            param="responses",
+        )
     api_key: str | None = None
     if route.api_key_env:
         api_key = os.environ.get(route.api_key_env)
