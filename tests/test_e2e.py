@@ -3,18 +3,9 @@ server as its child), driven with the official ``openai`` client over loopback."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
 import openai
 import pytest
-
-from keproxy.eval.core.proxy import wait_healthy
-from keproxy.models.llama_server import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -26,23 +17,10 @@ STORY = (
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    data_dir = tmp_path_factory.mktemp("keproxy-e2e")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "keproxy", "serve", "--port", str(port), "--data-dir", str(data_dir),
-           "--log-level", "warning"]  # fmt: skip
-    process = subprocess.Popen(cmd, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, process, timeout_s=300)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(30)
-    # the child model server went down with it
-    assert process.returncode is not None
-    assert Path(data_dir / "transcripts.sqlite3").exists()
+def server(e2e_server: str) -> str:
+    """The session's ``keproxy serve`` on the embedded model (``tests/conftest.py``), shared with the other
+    end-to-end modules."""
+    return e2e_server
 
 
 def client(url: str) -> openai.OpenAI:
