@@ -167,10 +167,10 @@ class LlamaCppUpstream:
                     continue
                 add_usage(usage, caller.usage)
                 one = caller.message_body
-            if include_usage:
+            if include_usage and (i == 0 or "tools" in prepared):  # n choices of one prompt: counted once
                 probe = await self._http.complete({**one, "max_tokens": 1})
                 prompt = (probe.get("usage") or {}).get("prompt_tokens")
-                if isinstance(prompt, int) and (i == 0 or "tools" in prepared):
+                if isinstance(prompt, int):
                     usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + prompt
             pieces: list[str] = []
             async for batch in self._http.stream_batches(one):
