@@ -5,20 +5,18 @@ sends the ``include_usage`` chunk, rejects ``response_format`` ``json_schema`` a
 whose message is Python's, and ignores ``tools`` unless one function is named. ``LlamaCppUpstream`` wraps the
 plain ``HTTPUpstream`` and does what the request asks:
 
-==============================  ============================================================================
-request                         through LlamaCppUpstream
-==============================  ============================================================================
-``n`` > 1                       n generations, one after the other (a ``seed`` s gives s, s+1, ...); choices
-                                0..n-1; usage: the first generation's prompt tokens, completion tokens summed
-``stream_options.include_usage``  a last chunk ``choices: []`` with usage: prompt tokens from a one-token
-                                probe of the same request (the server's prompt cache makes it cheap),
-                                completion tokens from the server's tokenizer on the streamed text
-``response_format`` json_schema llama.cpp's grammar from the schema (``json_object`` + ``schema``)
-``tools`` / ``tool_choice``     tool calls as in ``llama_cpp_tools`` (``chatml-function-calling``'s scheme);
-                                a stream carries the calls as one ``tool_calls`` delta
-text content parts              joined into one string (the chat template takes strings only)
-image / audio / file parts      400 naming the part (``param`` ``messages.<i>.content.<j>``)
-==============================  ============================================================================
+- ``n`` > 1: n generations, one after the other (a ``seed`` s gives s, s+1, ...), as choices 0..n-1; usage
+  counts the prompt once and sums the completion tokens;
+- ``stream_options.include_usage``: a last chunk with ``choices: []`` and the usage: prompt tokens from a
+  one-token probe of the same request (the server's prompt cache makes it cheap), completion tokens from the
+  server's tokenizer (``/extras/tokenize/count``) on the streamed text;
+- ``response_format`` ``json_schema``: llama.cpp's grammar made from the schema (``json_object`` + ``schema``);
+- ``tools`` / ``tool_choice`` / ``parallel_tool_calls``: tool calls as in ``llama_cpp_tools``
+  (``chatml-function-calling``'s scheme); a stream carries the calls in one ``tool_calls`` delta;
+- text content parts: joined into one string (the chat template takes strings only);
+- image, audio or file parts: 400 naming the part (``param`` ``messages.<i>.content.<j>``);
+- ``audio``, ``modalities`` other than text, ``prediction``, ``web_search_options``: 400 naming the parameter
+  (the server would ignore them without a word).
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from keproxy.errors import UpstreamError, UpstreamTimeoutError
+from keproxy.errors import InvalidRequestError, UpstreamError, UpstreamTimeoutError
 from keproxy.upstream.http1 import ConnectionPool
 from keproxy.upstream.llama_cpp_tools import (
     ToolCaller,
@@ -42,6 +40,13 @@ __all__ = ["LlamaCppUpstream"]
 
 #: Request fields keproxy answers itself and does not send to the server.
 _OWN_FIELDS = ("n", "stream", "stream_options")
+
+#: Parameters the server would ignore without a word although the answer depends on them: a 400 instead.
+_UNSUPPORTED = {
+    "audio": "audio output",
+    "prediction": "predicted outputs",
+    "web_search_options": "web search",
+}
 
 
 def _seeded(body: dict[str, Any], i: int) -> dict[str, Any]:
@@ -85,7 +90,8 @@ class LlamaCppUpstream:
     ``Upstream`` protocol with the gaps in the module docstring filled.
 
     Raises like ``HTTPUpstream``, plus InvalidRequestError (400, ``param`` set) on what the server cannot do:
-    a content part that is not text, a tool that is not a function, a ``response_format`` type it lacks.
+    a content part that is not text, a tool that is not a function, a ``response_format`` type it lacks, audio
+    output, predicted outputs, web search.
     """
 
     def __init__(
@@ -113,6 +119,18 @@ class LlamaCppUpstream:
 
     def _prepare(self, body: dict[str, Any]) -> tuple[dict[str, Any], int, bool]:
         """(the body for one generation, n, whether a usage chunk is asked for); raises InvalidRequestError."""
+        for param, what in _UNSUPPORTED.items():
+            if body.get(param) is not None:
+                raise InvalidRequestError(
+                    f"upstream {self.name} (llama-cpp-python, a text-only model) has no {what} ({param})",
+                    param=param,
+                )
+        modalities = body.get("modalities")
+        if isinstance(modalities, list) and any(m != "text" for m in modalities):
+            raise InvalidRequestError(
+                f"upstream {self.name} (llama-cpp-python, a text-only model) answers in text only (modalities)",
+                param="modalities",
+            )
         n = body.get("n") or 1
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True

@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
+from keproxy.errors import InvalidRequestError
 from keproxy.upstream.llama_cpp import LlamaCppUpstream
 from tests.upstream_stub import ThreadedServer
 
@@ -182,3 +183,26 @@ async def test_a_message_answer_and_a_streamed_tool_call(
     }
     assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]] == [None, "tool_calls"]
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens"] == 2 * PROMPT_TOKENS
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"modalities": ["text", "audio"], "audio": None}, "modalities"),
+        ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+        ({"prediction": {"type": "content", "content": "x"}}, "prediction"),
+        ({"web_search_options": {}}, "web_search_options"),
+        ({"response_format": {"type": "grammar"}}, "response_format.type"),
+    ],
+)
+async def test_what_the_server_would_ignore_is_a_400(
+    upstream: LlamaCppUpstream,
+    llama_stub: tuple[str, list[dict[str, Any]]],
+    extra: dict[str, Any],
+    param: str,
+) -> None:
+    _, seen = llama_stub
+    with pytest.raises(InvalidRequestError) as caught:
+        await upstream.complete({"messages": [{"role": "user", "content": "hi"}], **extra})
+    assert caught.value.param == param and caught.value.status_code == 400
+    assert seen == []  # nothing generated
