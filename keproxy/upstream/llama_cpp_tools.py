@@ -54,8 +54,8 @@ def text_messages(messages: list[dict[str, Any]], upstream: str) -> list[dict[st
                 key = _TEXT_PARTS.get(kind) if isinstance(kind, str) else None
                 if key is None or not isinstance(part.get(key), str):
                     raise InvalidRequestError(
-                        f"upstream {upstream} (llama-cpp-python, a text-only model) cannot read a {kind!r} "
-                        f"content part (messages[{i}].content[{j}]); send text parts only",
+                        f"upstream {upstream} (llama-cpp-python, a text-only model) cannot read content parts of "
+                        f"type {kind!r} (messages[{i}].content[{j}]); send text parts only",
                         param=f"messages.{i}.content.{j}",
                         code="unsupported_content",
                     )
