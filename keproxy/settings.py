@@ -81,10 +81,12 @@ class ModelRoute(BaseModel):
         default=None,
         description="Name of the environment variable holding the upstream API key (never the key).",
     )
-    transport: Literal["auto", "http", "litellm"] = Field(
+    transport: Literal["auto", "http", "litellm", "llama-cpp"] = Field(
         default="auto",
         description="'http': keproxy's pooled OpenAI-protocol client (fast path); 'litellm': litellm translates "
-        "the request for the provider; 'auto': http for OpenAI-protocol upstreams, litellm otherwise.",
+        "the request for the provider; 'llama-cpp': the http client for a llama-cpp-python server, with what "
+        "that server lacks filled in by keproxy (n, include_usage, json_schema, tool calls; the embedded "
+        "model's transport); 'auto': http for OpenAI-protocol upstreams, litellm otherwise.",
     )
     strategy: str = Field(default="patch", description="Default history-editing strategy for this alias.")
     responses: Literal["auto", "native", "translate"] = Field(

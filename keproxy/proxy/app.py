@@ -80,7 +80,7 @@ def _routes(settings: Settings, local: LocalModelServer | None) -> tuple[list[Mo
             alias=settings.local_model.alias,
             model=f"openai/{settings.local_model.alias}",
             api_base=local.api_base,
-            transport="http",
+            transport="llama-cpp",
             strategy=settings.default_strategy,
         )
         return [route], None

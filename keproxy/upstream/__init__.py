@@ -2,7 +2,8 @@
 
 ``build_upstream`` picks the transport of a route: OpenAI-protocol upstreams (litellm prefixes ``openai/``,
 ``hosted_vllm/``, ``llamafile/``, ``lm_studio/``, or no prefix with an ``api_base``) take ``HTTPUpstream``,
-the pooled fast path; every other provider goes through ``LiteLLMUpstream``. ``UpstreamRouter`` maps public
+the pooled fast path; a llama-cpp-python server (``transport: llama-cpp``, the embedded model) takes
+``LlamaCppUpstream``; every other provider goes through ``LiteLLMUpstream``. ``UpstreamRouter`` maps public
 aliases to (route, upstream).
 """
 
@@ -15,11 +16,13 @@ from urllib.parse import urlsplit
 from keproxy.errors import ConfigError, ModelNotFoundError
 from keproxy.settings import ModelRoute
 from keproxy.upstream.base import ResponsesUpstream, Upstream
+from keproxy.upstream.llama_cpp import LlamaCppUpstream
 from keproxy.upstream.openai_http import HTTPUpstream
 
 __all__ = [
     "OPENAI_PROTOCOL_PROVIDERS",
     "HTTPUpstream",
+    "LlamaCppUpstream",
     "ResponsesUpstream",
     "Upstream",
     "UpstreamRouter",
@@ -41,7 +44,8 @@ def _split_provider(model: str) -> tuple[str | None, str]:
 
 
 def resolve_transport(route: ModelRoute) -> str:
-    """'http' or 'litellm' for ``route`` (``transport: auto`` decided by the model's provider prefix)."""
+    """'http', 'llama-cpp' or 'litellm' for ``route`` (``transport: auto`` decided by the model's provider
+    prefix)."""
     if route.mock_response is not None:
         return "litellm"
     if route.transport != "auto":
@@ -82,11 +86,13 @@ def build_upstream(route: ModelRoute) -> Upstream:
             raise ConfigError(
                 f"models[{route.alias}].api_key_env: environment variable {route.api_key_env} is not set"
             )
-    if resolve_transport(route) == "http":
+    transport = resolve_transport(route)
+    if transport in ("http", "llama-cpp"):
         provider, name = _split_provider(route.model)
         if provider not in OPENAI_PROTOCOL_PROVIDERS:
             name = route.model
-        return HTTPUpstream(
+        cls = HTTPUpstream if transport == "http" else LlamaCppUpstream
+        return cls(
             name=route.model,
             model=name,
             api_base=route.api_base or OPENAI_API_BASE,
@@ -118,7 +124,13 @@ class UpstreamRouter:
         self._catch_all = (catch_all, build_upstream(catch_all)) if catch_all is not None else None
 
     def aliases(self) -> list[str]:
+        """The listed aliases, in configuration order (the catch-all not among them)."""
         return list(self._routes)
+
+    @property
+    def has_catch_all(self) -> bool:
+        """True when any alias not listed is answered too (``--mock-response`` mode)."""
+        return self._catch_all is not None
 
     def resolve(self, alias: str) -> tuple[ModelRoute, Upstream]:
         """The route and upstream of ``alias``; raises ModelNotFoundError listing the aliases that exist."""

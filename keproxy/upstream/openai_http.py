@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from keproxy.errors import UpstreamError, UpstreamTimeoutError
-from keproxy.upstream.errors_map import error_for_status, redact
+from keproxy.upstream.errors_map import error_for_status, scrub
 from keproxy.upstream.http1 import ConnectionPool, Response
 
 __all__ = ["HTTPUpstream"]
@@ -42,7 +42,7 @@ class HTTPUpstream:
     ) -> None:
         self.name = name
         self.model = model
-        self._secrets = (api_key,)  # redacted from the upstream's error messages
+        self._secrets = (api_key,)  # redacted from the upstream's error messages (``scrub``)
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -65,7 +65,7 @@ class HTTPUpstream:
             message = orjson.loads(text)["error"]["message"]
         except Exception:
             message = text[:500] or f"HTTP {resp.status}"
-        raise error_for_status(resp.status, redact(str(message), self._secrets), upstream=self.name)
+        raise error_for_status(resp.status, scrub(str(message), self._secrets), upstream=self.name)
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST the body, return the ``chat.completion`` dict; raises UpstreamError / UpstreamTimeoutError."""
@@ -139,7 +139,7 @@ class HTTPUpstream:
                 )
             if "error" in chunk:
                 error = chunk["error"]
-                message = redact(
+                message = scrub(
                     str(error.get("message", "") if isinstance(error, dict) else ""), self._secrets
                 )
                 return chunks, False, UpstreamError(f"upstream {self.name} failed mid-stream: {message}")
