@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from keproxy.errors import UpstreamError, UpstreamTimeoutError
-from keproxy.upstream.errors_map import error_for_status, scrub
+from keproxy.upstream.errors_map import error_for_status, redact, scrub
 from keproxy.upstream.http1 import ConnectionPool, Response
 
 __all__ = ["HTTPUpstream"]
