@@ -13,7 +13,8 @@ model that follows the prompts exactly would, from the instance's ground truth:
   question and ``support_new`` as the answer (u2 prefixed by one sentence).
 
 Each reply is cut to the call's ``max_tokens`` (as a server would), and the cuts are counted: with keproxy's
-sizing there are none. Measured per dialogue: OTC input tokens (the dialogue as sent), Deletion input tokens
+sizing there are none; ``--client-max-tokens 8`` replays what happened when the client's ``max_tokens`` reached
+the editor's calls. Measured per dialogue: OTC input tokens (the dialogue as sent), Deletion input tokens
 (the forwarded messages + the prompts of every editor call), the editor's completion tokens, upstream calls,
 CUR and CUR-ext (hand labels). A real model's replies are longer (App. F asks it to "read the story line by
 line" and "think step by step"), so its prompts in u2/u3 are too: the ratio is the protocol's floor.
@@ -64,8 +65,9 @@ class ScriptedAppF:
     """The scripted App. F responder for one dialogue at a time (see the module docstring); an
     ``UpstreamCaller``. ``calls``: (purpose, prompt tokens, completion tokens, max_tokens, cut) per call."""
 
-    def __init__(self, count: Callable[[str], int]) -> None:
+    def __init__(self, count: Callable[[str], int], client_max_tokens: int | None = None) -> None:
         self.count = count
+        self.client_max_tokens = client_max_tokens
         self.dialogue: Dialogue | None = None
         self.calls: list[tuple[str, int, int, int, bool]] = []
 
@@ -95,13 +97,14 @@ class ScriptedAppF:
 
     async def __call__(self, messages: Sequence[Message], *, purpose: str, **params: Any) -> dict[str, Any]:
         reply = self._reply(messages)
+        limit = self.client_max_tokens or params["max_tokens"]
         words = reply.split(" ")
         cut = False
-        while self.count(" ".join(words)) > params["max_tokens"]:  # the server stops at max_tokens
+        while self.count(" ".join(words)) > limit:  # the server stops at max_tokens
             words, cut = words[:-1], True
         reply = " ".join(words)
         prompt, completion = chat_tokens(messages, self.count), self.count(reply)
-        self.calls.append((purpose, prompt, completion, params["max_tokens"], cut))
+        self.calls.append((purpose, prompt, completion, limit, cut))
         usage = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
@@ -127,7 +130,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     editor = DeletionEditor(
         locator=SpanLocator(Embedder.from_name_or_path(None)), generation=EditorGeneration()
     )
-    model = ScriptedAppF(count)
+    model = ScriptedAppF(count, args.client_max_tokens)
     rows: list[dict[str, Any]] = []
     for d in dialogues:
         model.start(d)
@@ -145,6 +148,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     summary = {
         "data": str(args.data),
         "tokenizer": tokenizer,
+        "client_max_tokens": args.client_max_tokens,
         "dialogues": len(rows),
         "history_mentions_old": len(hmo),
         "otc_tokens_mean": round(otc / len(rows), 1),
@@ -169,6 +173,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", type=int, default=1)
     parser.add_argument("--arrangements", default="cba")
     parser.add_argument("--limit", type=int, default=15, help="first N instances only (0: all)")
+    parser.add_argument(
+        "--client-max-tokens",
+        type=int,
+        default=None,
+        help="every call stops at this max_tokens instead of the editor's own (the behaviour before the editors "
+        "had their own parameters: the KEIC harness's max_tokens=8 reached them)",
+    )
     parser.add_argument("--rows", action="store_true", help="keep every dialogue's row in the JSON")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
