@@ -177,7 +177,7 @@ class ChatService:
         except Exception as exc:  # KeproxyError, or a bug: logged either way
             await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
             raise
-        if transcript.editor_calls:  # the client is told the usage of every call made for it
+        if transcript.editor_calls and response.get("usage"):  # the usage of every call made for the client
             final["usage"] = total_usage(response.get("usage"), transcript.editor_calls)
         transcript.final_response = final
         transcript.usage = response.get("usage")
@@ -280,7 +280,7 @@ class ChatService:
                     prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0
                 )
                 raise
-            if prepared.transcript.editor_calls:
+            if prepared.transcript.editor_calls and assembled.get("usage"):
                 final["usage"] = total_usage(assembled.get("usage"), prepared.transcript.editor_calls)
             out = completion_chunks(final, include_usage=bool(assembled.get("usage")))
         prepared.transcript.final_response = final

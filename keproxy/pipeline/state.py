@@ -114,14 +114,15 @@ def total_usage(usage: Mapping[str, Any] | None, calls: Sequence[Mapping[str, An
     """The usage of every upstream call one request made: ``usage`` (the forwarded call's) plus each editor
     call's (``RecordingCaller.calls``), summed per key (``prompt_tokens``, ``completion_tokens``,
     ``total_tokens``; other keys of ``usage`` kept as they are). ``usage`` itself when no editor call reported
-    usage; None when no call did."""
+    usage; None when the forwarded call reported none (a partial sum would understate the cost)."""
+    if usage is None:
+        return None
     extra = [c["usage"] for c in calls if isinstance(c.get("usage"), Mapping)]
-    if not extra:
-        return None if usage is None else dict(usage)
-    out: dict[str, Any] = dict(usage or {})
+    out: dict[str, Any] = dict(usage)
     for key in _USAGE_KEYS:
-        values = [u.get(key) for u in [usage or {}, *extra]]
-        out[key] = sum(v for v in values if isinstance(v, int))
+        values = [v for v in (u.get(key) for u in [usage, *extra]) if isinstance(v, int)]
+        if values:
+            out[key] = sum(values)
     return out
 
 

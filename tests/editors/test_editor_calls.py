@@ -330,7 +330,7 @@ def test_total_usage_sums_each_key_and_keeps_a_lone_usage() -> None:
         "prompt_tokens": 15, "completion_tokens": 3, "total_tokens": 18, "prompt_tokens_details": {},
     }  # fmt: skip
     assert total_usage(final, [{"usage": None}]) == final
-    assert total_usage(None, []) is None
+    assert total_usage(None, calls) is None  # the forwarded call's usage unknown: no partial sum
 
 
 # --- reiterate-oracle -------------------------------------------------------------------------------------
