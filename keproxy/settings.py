@@ -41,6 +41,7 @@ from pydantic_settings import (
 )
 
 from keproxy.errors import ConfigError
+from keproxy.generation import EditorGeneration
 
 __all__ = [
     "ApiKey",
@@ -375,6 +376,11 @@ class HistorySettings(BaseModel):
         ge=1,
         description="Strategy 'deletion': tokens (NLI pairs or upstream calls, estimated) after which "
         "Algorithm 1 stops (KEIC App. F: 16,385).",
+    )
+    editor_generation: EditorGeneration = Field(
+        default_factory=EditorGeneration,
+        description="Temperature and max_tokens of the editors' own upstream calls, never the client's "
+        "(keproxy.generation).",
     )
 
 

@@ -35,7 +35,7 @@ from keproxy.memory.edits import EditScope
 from keproxy.pipeline.memory import EditMemoryWriter, completion_chunks, has_only_text, last_user_text
 from keproxy.pipeline.recorder import TranscriptRecorder, status_of
 from keproxy.pipeline.stages import DetectStage, EditHistoryStage, PostEditStage, RetrieveEditsStage, Stage
-from keproxy.pipeline.state import ChatRequest, PreparedRequest, RecordingCaller, elapsed_ms
+from keproxy.pipeline.state import ChatRequest, PreparedRequest, RecordingCaller, elapsed_ms, total_usage
 from keproxy.pipeline.streaming import SSE_DONE, assemble_stream, sse
 from keproxy.settings import Settings
 from keproxy.transcripts import Transcript, TranscriptStore
@@ -135,12 +135,13 @@ class ChatService:
             session=scope.session,
             tenant=tenant,
         )
-        caller = RecordingCaller(upstream, body)
+        caller = RecordingCaller(upstream, body, self.settings.editor_generation)
         transcript.editor_calls = caller.calls
         prepared = PreparedRequest(
             request_id, request.model, upstream, body, HistoryEditResult(messages=messages), transcript, started,
             query=last_user_text(messages), messages=messages, editor=editor, mode=mode, scope=scope,
-            context=EditContext(alias=request.model, request_id=request_id, upstream=caller),
+            context=EditContext(alias=request.model, request_id=request_id, upstream=caller,
+                                answer_extraction=bool(options and options.answer_extraction)),
         )  # fmt: skip
         for stage in self.stages:
             t0 = time.perf_counter()
@@ -176,6 +177,8 @@ class ChatService:
         except Exception as exc:  # KeproxyError, or a bug: logged either way
             await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
             raise
+        if transcript.editor_calls and response.get("usage"):  # the usage of every call made for the client
+            final["usage"] = total_usage(response.get("usage"), transcript.editor_calls)
         transcript.final_response = final
         transcript.usage = response.get("usage")
         await self.recorder.finish(prepared, status=200, upstream_t0=t0)
@@ -216,12 +219,12 @@ class ChatService:
         ``[DONE]``; the transcript is completed and queued when it ends, however it ends."""
         chunks: list[dict[str, Any]] = []
         status, error = 200, None
-        alias = prepared.alias
+        alias, calls = prepared.alias, prepared.transcript.editor_calls
         try:
             batch = first
             while batch is not None:
                 chunks.extend(batch)
-                yield b"".join([sse({**chunk, "model": alias}) for chunk in batch])
+                yield b"".join([sse(_client_chunk(chunk, alias, calls)) for chunk in batch])
                 try:
                     batch = await source.__anext__()
                 except StopAsyncIteration:
@@ -277,6 +280,8 @@ class ChatService:
                     prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0
                 )
                 raise
+            if prepared.transcript.editor_calls and assembled.get("usage"):
+                final["usage"] = total_usage(assembled.get("usage"), prepared.transcript.editor_calls)
             out = completion_chunks(final, include_usage=bool(assembled.get("usage")))
         prepared.transcript.final_response = final
         prepared.transcript.usage = assembled.get("usage")
@@ -288,3 +293,10 @@ class ChatService:
         for chunk in chunks:
             yield sse({**chunk, "model": alias})
         yield SSE_DONE
+
+
+def _client_chunk(chunk: dict[str, Any], alias: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """An upstream chunk as the client gets it: the alias as model; a usage chunk sums the editors' calls too."""
+    if calls and chunk.get("usage"):
+        return {**chunk, "model": alias, "usage": total_usage(chunk["usage"], calls)}
+    return {**chunk, "model": alias}

@@ -57,6 +57,11 @@ class KeproxyOptions(BaseModel):
         min_length=1,
         description="Conversation id: session-scoped edits (and corrections stored as edits) belong to it.",
     )
+    answer_extraction: bool | None = Field(
+        default=None,
+        description="Strategy 'verification': end with KEIC's answer-extraction turn (§4.3), so the reply "
+        "starts with 'Yes' or 'No' (the KEIC harness sets it); default: the revised answer itself.",
+    )
 
 
 class ChatCompletionRequest(OpenAIBaseModel):
