@@ -51,6 +51,7 @@ __all__ = [
     "MemorySettings",
     "ModelRoute",
     "ModelRuntimeSettings",
+    "ObservabilitySettings",
     "PostEditSettings",
     "PostEditorOptions",
     "ServerSettings",
@@ -429,6 +430,35 @@ class ModelRuntimeSettings(BaseModel):
     )
 
 
+class ObservabilitySettings(BaseModel):
+    """Metrics and traces of the server (``keproxy.observability``; ``/metrics``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metrics_enabled: bool = Field(
+        default=True,
+        description="Serve Prometheus metrics at GET /metrics (no API key needed) and count requests, stage "
+        "latencies, corrections, edits, post-edits and upstream errors. With several workers (or "
+        "PROMETHEUS_MULTIPROC_DIR set), every worker writes to a shared folder and /metrics answers for all. "
+        "false: no /metrics route and nothing counted.",
+    )
+    otel_enabled: bool = Field(
+        default=False,
+        description="Export OpenTelemetry traces over OTLP/HTTP (protobuf): one span per request, a child span per "
+        "pipeline stage (detect, edit, memory, upstream, post_edit, log). false: opentelemetry is not imported.",
+    )
+    otel_endpoint: str | None = Field(
+        default=None,
+        description="OTLP/HTTP endpoint of the trace collector, e.g. 'http://127.0.0.1:4318'; spans are POSTed "
+        "to <endpoint>/v1/traces (a URL already ending in /v1/traces is used as it is). null: the "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT variable, else "
+        "http://localhost:4318.",
+    )
+    otel_service_name: str = Field(
+        default="keproxy", min_length=1, description="The traces' service.name resource attribute."
+    )
+
+
 class Settings(
     ServerSettings,
     UpstreamSettings,
@@ -438,6 +468,7 @@ class Settings(
     MemorySettings,
     PostEditSettings,
     ModelRuntimeSettings,
+    ObservabilitySettings,
     BaseSettings,
 ):
     """All of keproxy's configuration (YAML file, ``KEPROXY_*`` environment variables, CLI flags), composed of

@@ -35,6 +35,7 @@ from starlette.types import Receive, Scope, Send
 from keproxy.errors import KeproxyError, RequestTooLargeError, error_body, invalid_json, validation_error
 from keproxy.pipeline import SSE_DONE, ChatService, PreparedRequest, new_request_id
 from keproxy.proxy.auth import Authenticator, Principal
+from keproxy.proxy.metrics import ALIAS_SCOPE_KEY
 from keproxy.proxy.protocol import ChatCompletionRequest
 
 __all__ = ["PATH", "ChatCompletionsEndpoint", "chat_completions_schema"]
@@ -77,6 +78,7 @@ class ChatCompletionsEndpoint:
         except Exception as exc:
             await _send_error(send, exc)
             return
+        scope[ALIAS_SCOPE_KEY] = prepared.route_alias  # the metrics' alias label (keproxy.proxy.metrics)
         try:
             await _respond(service, prepared, request.stream, receive, send)
         except Exception as exc:
