@@ -431,32 +431,14 @@ class ModelRuntimeSettings(BaseModel):
 
 
 class ObservabilitySettings(BaseModel):
-    """Metrics and traces of the server (``keproxy.observability``; ``/metrics``)."""
+    """Metrics and traces (``keproxy.observability``; the README's "Observability" section)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    metrics_enabled: bool = Field(
-        default=True,
-        description="Serve Prometheus metrics at GET /metrics (no API key needed) and count requests, stage "
-        "latencies, corrections, edits, post-edits and upstream errors. With several workers (or "
-        "PROMETHEUS_MULTIPROC_DIR set), every worker writes to a shared folder and /metrics answers for all. "
-        "false: no /metrics route and nothing counted.",
-    )
-    otel_enabled: bool = Field(
-        default=False,
-        description="Export OpenTelemetry traces over OTLP/HTTP (protobuf): one span per request, a child span per "
-        "pipeline stage (detect, edit, memory, upstream, post_edit, log). false: opentelemetry is not imported.",
-    )
-    otel_endpoint: str | None = Field(
-        default=None,
-        description="OTLP/HTTP endpoint of the trace collector, e.g. 'http://127.0.0.1:4318'; spans are POSTed "
-        "to <endpoint>/v1/traces (a URL already ending in /v1/traces is used as it is). null: the "
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT variable, else "
-        "http://localhost:4318.",
-    )
-    otel_service_name: str = Field(
-        default="keproxy", min_length=1, description="The traces' service.name resource attribute."
-    )
+    metrics_enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics (no API key needed) and count requests, stage latencies, corrections, edits, post-edits and upstream errors; several workers share one PROMETHEUS_MULTIPROC_DIR. false: no /metrics, nothing counted.")  # fmt: skip
+    otel_enabled: bool = Field(default=False, description="Export OpenTelemetry traces over OTLP/HTTP (protobuf): a span per request, a child span per pipeline stage. false: the SDK is not even imported.")  # fmt: skip
+    otel_endpoint: str | None = Field(default=None, description="OTLP/HTTP collector, e.g. 'http://127.0.0.1:4318' (spans go to <endpoint>/v1/traces). null: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318.")  # fmt: skip
+    otel_service_name: str = Field(default="keproxy", min_length=1, description="The traces' service.name resource attribute.")  # fmt: skip
 
 
 class Settings(
