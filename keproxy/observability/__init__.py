@@ -11,11 +11,19 @@ the metrics.
 """
 
 from keproxy.observability.metrics import MULTIPROC_ENV, Metrics
-from keproxy.observability.tracing import NO_TRACE, RequestTrace, StageSpan, Tracing, traces_url
+from keproxy.observability.tracing import (
+    NO_TRACE,
+    TRACE_HEADERS,
+    RequestTrace,
+    StageSpan,
+    Tracing,
+    traces_url,
+)
 
 __all__ = [
     "MULTIPROC_ENV",
     "NO_TRACE",
+    "TRACE_HEADERS",
     "Metrics",
     "RequestTrace",
     "StageSpan",

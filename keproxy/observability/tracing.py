@@ -6,7 +6,8 @@ whose methods do nothing, so a request pays two no-op calls per stage and nothin
 
 Spans of one chat request (names; ``keproxy.*`` attributes, read from the request's transcript):
 
-- ``keproxy.request`` (kind SERVER): request_id, alias, strategy, edit_mode, stream, corrections,
+- ``keproxy.request`` (kind SERVER; a child of the client's span when the request carries a W3C
+  ``traceparent`` header): request_id, alias, strategy, edit_mode, stream, corrections,
   edits_applied, post_edit ("edited" / "retained" / "none"), status (the HTTP status answered), upstream_model,
   ``gen_ai.request.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens`` when the upstream reported usage;
   its children, in order:
@@ -25,8 +26,7 @@ bad body, unknown model or strategy) have no trace; ``keproxy_requests_total`` c
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # never at run time: opentelemetry is imported only when trac
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["NO_TRACE", "RequestTrace", "StageSpan", "Tracing", "traces_url"]
+__all__ = ["NO_TRACE", "TRACE_HEADERS", "RequestTrace", "StageSpan", "Tracing", "traces_url"]
 
 
 class StageSpan:
@@ -98,6 +98,9 @@ def _request_attributes(t: Transcript) -> dict[str, Any]:
         **_usage(t),
     }
 
+
+#: The request headers of W3C trace context (``Tracing.start_request``).
+TRACE_HEADERS = (b"traceparent", b"tracestate")
 
 #: Attributes of each step's span, from the transcript once the step ran.
 _STAGE_ATTRIBUTES: dict[str, Callable[[Transcript], dict[str, Any]]] = {
@@ -183,12 +186,14 @@ class Tracing:
 
     def __init__(self, provider: TracerProvider) -> None:
         import opentelemetry.trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         from keproxy import __version__
 
         self.provider = provider
         self.tracer = provider.get_tracer("keproxy", __version__)
         self._api = opentelemetry.trace
+        self._propagator = TraceContextTextMapPropagator()
 
     @classmethod
     def from_settings(cls, settings: ObservabilitySettings) -> Tracing | None:
@@ -213,11 +218,11 @@ class Tracing:
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
         return cls(provider)
 
-    def start_request(self, start_time: float | None = None) -> RequestTrace:
-        """Start a request's span (``keproxy.request``, a new trace). start_time: a ``time.time()`` value
-        (s); default now."""
-        start_ns = time.time_ns() if start_time is None else int(start_time * 1e9)
-        span = self.tracer.start_span("keproxy.request", kind=self._api.SpanKind.SERVER, start_time=start_ns)
+    def start_request(self, headers: Mapping[str, str] | None = None) -> RequestTrace:
+        """Start a request's span (``keproxy.request``): in the caller's trace when ``headers`` (the request's,
+        lower-case names) carry a W3C ``traceparent`` (and ``tracestate``), else in a new trace."""
+        parent = self._propagator.extract(headers) if headers else None
+        span = self.tracer.start_span("keproxy.request", context=parent, kind=self._api.SpanKind.SERVER)
         return _TraceOfRequest(self._api, self.tracer, span)
 
     def shutdown(self) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
 
 from keproxy.corrections.base import CorrectionDetector
@@ -103,10 +103,13 @@ class ChatService:
         *,
         tenant: str = "default",
         wire: dict[str, Any] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> PreparedRequest:
         """Resolve the alias and strategy, then run the stages before the upstream call. tenant: the proxy
         key's tenant, the only one whose edits are retrieved and into which corrections are stored. wire: the
         parsed JSON body ``request`` was validated from (forwarded as received: ``upstream_body``).
+        trace_headers: the request's W3C trace context headers (``traceparent``, ``tracestate``), whose trace
+        the request's spans join (with tracing on).
 
         Raises ModelNotFoundError (404) or InvalidRequestError (400, unknown strategy), with nothing logged;
         or what a stage raised (e.g. the KeproxyError of a failed editor upstream call), after logging the
@@ -146,7 +149,7 @@ class ChatService:
         )
         caller = RecordingCaller(upstream, body)
         transcript.editor_calls = caller.calls
-        trace = NO_TRACE if self.tracing is None else self.tracing.start_request()
+        trace = NO_TRACE if self.tracing is None else self.tracing.start_request(trace_headers)
         prepared = PreparedRequest(
             request_id, request.model, upstream, body, HistoryEditResult(messages=messages), transcript, started,
             query=last_user_text(messages), messages=messages, editor=editor, mode=mode, scope=scope,

@@ -132,6 +132,33 @@ async def test_a_stream_ends_its_upstream_span_with_the_stream(
     assert dict(root.attributes or {})["keproxy.stream"] is True
 
 
+async def test_a_client_traceparent_makes_the_request_a_child_of_the_client_span(
+    tmp_path: Path, exporter: InMemorySpanExporter
+) -> None:
+    """W3C trace context: a request with a ``traceparent`` header joins the caller's trace, its request span a
+    child of the caller's span; one without starts a trace of its own."""
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    settings = load_settings(mock_response="Yes.", data_dir=tmp_path)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = create_app(settings, tracing=Tracing(provider))
+    body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://keproxy.test") as client:
+            headers = {"traceparent": f"00-{trace_id}-{parent_id}-01"}
+            assert (await client.post(CHAT, json=body, headers=headers)).status_code == 200
+            assert (await client.post(CHAT, json=body)).status_code == 200
+    joined, own = [s for s in exporter.get_finished_spans() if s.name == "keproxy.request"]
+    assert joined.context is not None and joined.parent is not None and joined.parent.is_remote
+    assert (joined.context.trace_id, joined.parent.span_id) == (int(trace_id, 16), int(parent_id, 16))
+    assert own.parent is None and own.context is not None and own.context.trace_id != int(trace_id, 16)
+    children = [
+        s for s in exporter.get_finished_spans() if s.context and s.context.trace_id == int(trace_id, 16)
+    ]
+    assert len(children) == 6  # the request span and its detect, edit, memory, upstream, log
+
+
 async def test_requests_refused_before_the_pipeline_have_no_trace(
     tmp_path: Path, exporter: InMemorySpanExporter
 ) -> None:
