@@ -51,7 +51,6 @@ __all__ = [
     "MemorySettings",
     "ModelRoute",
     "ModelRuntimeSettings",
-    "ObservabilitySettings",
     "PostEditSettings",
     "PostEditorOptions",
     "ServerSettings",
@@ -82,12 +81,21 @@ class ModelRoute(BaseModel):
         default=None,
         description="Name of the environment variable holding the upstream API key (never the key).",
     )
-    transport: Literal["auto", "http", "litellm"] = Field(
+    transport: Literal["auto", "http", "litellm", "llama-cpp"] = Field(
         default="auto",
         description="'http': keproxy's pooled OpenAI-protocol client (fast path); 'litellm': litellm translates "
-        "the request for the provider; 'auto': http for OpenAI-protocol upstreams, litellm otherwise.",
+        "the request for the provider; 'llama-cpp': the http client for a llama-cpp-python server, with what "
+        "that server lacks filled in by keproxy (n, include_usage, json_schema, tool calls; the embedded "
+        "model's transport); 'auto': http for OpenAI-protocol upstreams, litellm otherwise.",
     )
     strategy: str = Field(default="patch", description="Default history-editing strategy for this alias.")
+    responses: Literal["auto", "native", "translate"] = Field(
+        default="auto",
+        description="How POST /v1/responses reaches this alias: 'native' sends the Responses API request to "
+        "the upstream's /responses (the edited history as input items); 'translate' turns it into a chat "
+        "completion and the answer back into a response; 'auto': native for OpenAI itself (an 'openai/' "
+        "model without api_base, or api_base on api.openai.com), translate for every other upstream.",
+    )
     mock_response: str | None = Field(
         default=None,
         description="litellm mock_response: answer with this text, never call a provider (dry runs).",
@@ -198,7 +206,7 @@ class PostEditorOptions(BaseModel):
 
 
 class ServerSettings(BaseModel):
-    """The HTTP server: where it listens, how much it accepts, who may call it (``keproxy.proxy``)."""
+    """The HTTP server: where it listens, how much it accepts, who may call it, what it reports (``keproxy.proxy``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -224,6 +232,10 @@ class ServerSettings(BaseModel):
         "compatibility, the plain key as a string: tenant 'default', admin, no rate limit.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Log level.")
+    metrics_enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics (no API key needed) and count requests, stage latencies, corrections, edits, post-edits and upstream errors; several workers share one PROMETHEUS_MULTIPROC_DIR. false: no /metrics, nothing counted.")  # fmt: skip
+    otel_enabled: bool = Field(default=False, description="Export OpenTelemetry traces over OTLP/HTTP (protobuf): a span per request, a child span per pipeline stage. false: the SDK is not even imported.")  # fmt: skip
+    otel_endpoint: str | None = Field(default=None, description="OTLP/HTTP collector, e.g. 'http://127.0.0.1:4318' (spans go to <endpoint>/v1/traces). null: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318.")  # fmt: skip
+    otel_service_name: str = Field(default="keproxy", min_length=1, description="The traces' service.name resource attribute.")  # fmt: skip
 
     @field_validator("api_keys")
     @classmethod
@@ -430,17 +442,6 @@ class ModelRuntimeSettings(BaseModel):
     )
 
 
-class ObservabilitySettings(BaseModel):
-    """Metrics and traces (``keproxy.observability``; the README's "Observability" section)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    metrics_enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics (no API key needed) and count requests, stage latencies, corrections, edits, post-edits and upstream errors; several workers share one PROMETHEUS_MULTIPROC_DIR. false: no /metrics, nothing counted.")  # fmt: skip
-    otel_enabled: bool = Field(default=False, description="Export OpenTelemetry traces over OTLP/HTTP (protobuf): a span per request, a child span per pipeline stage. false: the SDK is not even imported.")  # fmt: skip
-    otel_endpoint: str | None = Field(default=None, description="OTLP/HTTP collector, e.g. 'http://127.0.0.1:4318' (spans go to <endpoint>/v1/traces). null: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318.")  # fmt: skip
-    otel_service_name: str = Field(default="keproxy", min_length=1, description="The traces' service.name resource attribute.")  # fmt: skip
-
-
 class Settings(
     ServerSettings,
     UpstreamSettings,
@@ -450,7 +451,6 @@ class Settings(
     MemorySettings,
     PostEditSettings,
     ModelRuntimeSettings,
-    ObservabilitySettings,
     BaseSettings,
 ):
     """All of keproxy's configuration (YAML file, ``KEPROXY_*`` environment variables, CLI flags), composed of

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from keproxy.settings import ObservabilitySettings
+from keproxy.settings import ServerSettings
 from keproxy.transcripts import Transcript
 
 if TYPE_CHECKING:  # never at run time: opentelemetry is imported only when tracing is on
@@ -196,7 +196,7 @@ class Tracing:
         self._propagator = TraceContextTextMapPropagator()
 
     @classmethod
-    def from_settings(cls, settings: ObservabilitySettings) -> Tracing | None:
+    def from_settings(cls, settings: ServerSettings) -> Tracing | None:
         """The tracing of ``settings``: None when ``otel_enabled`` is false (nothing imported); else a
         provider with resource ``service.name`` = ``otel_service_name`` exporting batches over OTLP/HTTP to
         ``otel_endpoint`` (see :func:`traces_url`; None: the exporter's ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``

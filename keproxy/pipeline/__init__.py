@@ -7,6 +7,9 @@
   Algorithm 3 on a completion).
 - ``service``: :class:`ChatService`, which runs the stages, calls the upstream (whole or streamed) and times
   and logs every request once; ``recorder``: the log stage; ``streaming``: SSE bytes and stream assembly.
+- ``responses`` / ``responses_output`` / ``responses_stream``: OpenAI's Responses API on this pipeline (requests
+  and answers translated to and from chat completions, its stream events, the native call to an upstream that
+  speaks it).
 
 The HTTP layer (``keproxy.proxy``) calls it; it never imports ``keproxy.proxy``.
 """
@@ -23,6 +26,9 @@ from keproxy.pipeline.memory import (
     store_corrections,
 )
 from keproxy.pipeline.recorder import TranscriptRecorder
+from keproxy.pipeline.responses import chat_request_body
+from keproxy.pipeline.responses_output import completion_to_response, response_id
+from keproxy.pipeline.responses_stream import ResponseEvents, complete_native, open_native_stream
 from keproxy.pipeline.service import ChatService
 from keproxy.pipeline.stages import DetectStage, EditHistoryStage, PostEditStage, RetrieveEditsStage, Stage
 from keproxy.pipeline.state import (
@@ -46,16 +52,22 @@ __all__ = [
     "PreparedRequest",
     "RecordingCaller",
     "RequestOptions",
+    "ResponseEvents",
     "RetrieveEditsStage",
     "Stage",
     "TranscriptRecorder",
     "assemble_stream",
+    "chat_request_body",
+    "complete_native",
     "completion_chunks",
+    "completion_to_response",
     "correction_edit",
     "has_only_text",
     "last_user_text",
     "new_request_id",
+    "open_native_stream",
     "post_edit_completion",
+    "response_id",
     "retrieve",
     "sse",
     "store_corrections",

@@ -43,6 +43,8 @@ from keproxy.proxy.demo import demo_router
 from keproxy.proxy.edits import edits_router
 from keproxy.proxy.metrics import RequestMetrics, metrics_router
 from keproxy.proxy.models import models_router
+from keproxy.proxy.passthrough import forward_unrouted
+from keproxy.proxy.responses import responses_router
 from keproxy.proxy.transcripts import transcripts_router
 from keproxy.settings import ModelRoute, Settings
 from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
@@ -82,7 +84,7 @@ def _routes(settings: Settings, local: LocalModelServer | None) -> tuple[list[Mo
             alias=settings.local_model.alias,
             model=f"openai/{settings.local_model.alias}",
             api_base=local.api_base,
-            transport="http",
+            transport="llama-cpp",
             strategy=settings.default_strategy,
         )
         return [route], None
@@ -243,6 +245,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
     app.include_router(transcripts_router)
     app.include_router(edits_router)
     app.include_router(demo_router)  # the demo chat app at /demo (static page)
+    app.include_router(responses_router)  # POST /v1/responses (keproxy.proxy.responses)
 
     def openapi() -> dict[str, object]:  # FastAPI's schema plus the middleware-served chat completions
         if app.openapi_schema is None:
@@ -263,6 +266,8 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404 and "route" not in request.scope and request.url.path.startswith("/v1/"):
+            return await forward_unrouted(request)  # no route: other OpenAI endpoints, forwarded or refused
         error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
         return _error_response(exc.status_code, _openai_error(str(exc.detail), error_type))
 

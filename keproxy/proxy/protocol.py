@@ -18,6 +18,7 @@ __all__ = [
     "ModelCard",
     "ModelList",
     "OpenAIBaseModel",
+    "ResponseCreateRequest",
 ]
 
 
@@ -90,11 +91,36 @@ class ChatCompletionRequest(OpenAIBaseModel):
         return body
 
 
+class ResponseCreateRequest(OpenAIBaseModel):
+    """``POST /v1/responses`` body (OpenAI's Responses API). Only the fields keproxy reads are declared; the
+    rest (``text``, ``tools``, ``tool_choice``, ``reasoning``, ...) are translated or passed on as sent
+    (``keproxy.pipeline.responses``)."""
+
+    model: str = Field(min_length=1)
+    input: str | list[dict[str, Any]] = Field(
+        description="The conversation: a user message, or a list of input items (messages, function calls "
+        "and their outputs)."
+    )
+    instructions: str | None = Field(default=None, description="A system message put before the input.")
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = None
+    stream: bool | None = False
+    user: str | None = Field(
+        default=None, description="OpenAI's end-user id; keproxy also uses it as the scope of user edits."
+    )
+    keproxy: KeproxyOptions | None = Field(default=None, description="keproxy extension (not OpenAI).")
+
+
 class ModelCard(OpenAIBaseModel):
     id: str
     object: Literal["model"] = "model"
     created: int = 0
     owned_by: str = "keproxy"
+    catch_all: bool | None = Field(
+        default=None,
+        description="Not in OpenAI's spec (keproxy): true on the card with id '*', present when any model name "
+        "is answered (--mock-response mode).",
+    )
 
 
 class ModelList(OpenAIBaseModel):

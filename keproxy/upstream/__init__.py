@@ -2,7 +2,8 @@
 
 ``build_upstream`` picks the transport of a route: OpenAI-protocol upstreams (litellm prefixes ``openai/``,
 ``hosted_vllm/``, ``llamafile/``, ``lm_studio/``, or no prefix with an ``api_base``) take ``HTTPUpstream``,
-the pooled fast path; every other provider goes through ``LiteLLMUpstream``. ``UpstreamRouter`` maps public
+the pooled fast path; a llama-cpp-python server (``transport: llama-cpp``, the embedded model) takes
+``LlamaCppUpstream``; every other provider goes through ``LiteLLMUpstream``. ``UpstreamRouter`` maps public
 aliases to (route, upstream).
 """
 
@@ -10,19 +11,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from keproxy.errors import ConfigError, ModelNotFoundError
 from keproxy.settings import ModelRoute
-from keproxy.upstream.base import Upstream
+from keproxy.upstream.base import ResponsesUpstream, Upstream
+from keproxy.upstream.llama_cpp import LlamaCppUpstream
 from keproxy.upstream.openai_http import HTTPUpstream
 
 __all__ = [
     "OPENAI_PROTOCOL_PROVIDERS",
     "HTTPUpstream",
+    "LlamaCppUpstream",
+    "ResponsesUpstream",
     "Upstream",
     "UpstreamRouter",
     "build_upstream",
     "resolve_transport",
+    "responses_transport",
 ]
 
 #: litellm provider prefixes whose endpoints speak the OpenAI chat-completions protocol as is.
@@ -38,7 +44,8 @@ def _split_provider(model: str) -> tuple[str | None, str]:
 
 
 def resolve_transport(route: ModelRoute) -> str:
-    """'http' or 'litellm' for ``route`` (``transport: auto`` decided by the model's provider prefix)."""
+    """'http', 'llama-cpp' or 'litellm' for ``route`` (``transport: auto`` decided by the model's provider
+    prefix)."""
     if route.mock_response is not None:
         return "litellm"
     if route.transport != "auto":
@@ -49,8 +56,29 @@ def resolve_transport(route: ModelRoute) -> str:
     return "litellm"
 
 
+def responses_transport(route: ModelRoute) -> str:
+    """'native' or 'translate': how ``POST /v1/responses`` reaches ``route``. Native needs the http transport
+    (an OpenAI-protocol upstream) and no mock answer; ``responses: auto`` is native for OpenAI itself only
+    (api_base on api.openai.com, or an ``openai/`` model without api_base), since llama.cpp, vLLM and most
+    other OpenAI-compatible servers speak chat completions but not (all of) the Responses API."""
+    if route.mock_response is not None or resolve_transport(route) != "http":
+        return "translate"
+    if route.responses != "auto":
+        return route.responses
+    provider, _ = _split_provider(route.model)
+    base = route.api_base or (OPENAI_API_BASE if provider == "openai" else "")
+    return "native" if urlsplit(base).hostname == "api.openai.com" else "translate"
+
+
 def build_upstream(route: ModelRoute) -> Upstream:
-    """The upstream for ``route``. Raises ConfigError when ``api_key_env`` names an unset variable."""
+    """The upstream for ``route``. Raises ConfigError when ``api_key_env`` names an unset variable, or when
+    ``responses: native`` is asked of a route that does not go over the http transport."""
+    if route.responses == "native" and route.mock_response is None and resolve_transport(route) != "http":
+        raise ConfigError(
+            f"models[{route.alias}].responses: 'native' needs an OpenAI-protocol upstream (transport http); "
+            f"{route.model} goes through litellm: use responses: translate",
+            param="responses",
+        )
     api_key: str | None = None
     if route.api_key_env:
         api_key = os.environ.get(route.api_key_env)
@@ -58,11 +86,13 @@ def build_upstream(route: ModelRoute) -> Upstream:
             raise ConfigError(
                 f"models[{route.alias}].api_key_env: environment variable {route.api_key_env} is not set"
             )
-    if resolve_transport(route) == "http":
+    transport = resolve_transport(route)
+    if transport in ("http", "llama-cpp"):
         provider, name = _split_provider(route.model)
         if provider not in OPENAI_PROTOCOL_PROVIDERS:
             name = route.model
-        return HTTPUpstream(
+        cls = HTTPUpstream if transport == "http" else LlamaCppUpstream
+        return cls(
             name=route.model,
             model=name,
             api_base=route.api_base or OPENAI_API_BASE,
@@ -94,7 +124,13 @@ class UpstreamRouter:
         self._catch_all = (catch_all, build_upstream(catch_all)) if catch_all is not None else None
 
     def aliases(self) -> list[str]:
+        """The listed aliases, in configuration order (the catch-all not among them)."""
         return list(self._routes)
+
+    @property
+    def has_catch_all(self) -> bool:
+        """True when any alias not listed is answered too (``--mock-response`` mode)."""
+        return self._catch_all is not None
 
     def resolve(self, alias: str) -> tuple[ModelRoute, Upstream]:
         """The route and upstream of ``alias``; raises ModelNotFoundError listing the aliases that exist."""

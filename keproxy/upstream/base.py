@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Upstream", "one_by_one"]
+__all__ = ["ResponsesUpstream", "Upstream", "one_by_one"]
 
 
 @runtime_checkable
@@ -33,6 +33,22 @@ class Upstream(Protocol):
     def stream_batches(self, body: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class ResponsesUpstream(Protocol):
+    """An upstream that also speaks OpenAI's Responses API (``POST {api_base}/responses``); ``body`` is a
+    Responses API request body whose ``model`` is replaced by the upstream's.
+
+    ``create_response`` returns the ``response`` object; ``stream_response`` yields the stream's events
+    (``{"type": "response.created", ...}`` dicts) as they arrive. Both raise like ``Upstream.complete``.
+    """
+
+    name: str
+
+    async def create_response(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def stream_response(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]: ...
 
 
 async def one_by_one(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[list[dict[str, Any]]]:

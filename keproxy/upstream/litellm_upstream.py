@@ -16,7 +16,7 @@ import httpx
 
 from keproxy.errors import InvalidRequestError, KeproxyError, UpstreamError, UpstreamTimeoutError
 from keproxy.upstream.base import one_by_one
-from keproxy.upstream.errors_map import error_for_status, redact
+from keproxy.upstream.errors_map import error_for_status, scrub
 
 # litellm fetches its model cost map over the network at import unless told otherwise (no network here).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -66,14 +66,35 @@ def _is_timeout(exc: BaseException) -> bool:
 
 
 def _map_exception(exc: Exception, name: str, secret: str | None) -> KeproxyError:
-    """keproxy's error for what litellm raised; ``secret`` (the route's API key) is redacted from the message."""
+    """keproxy's error for what litellm raised; ``secret`` (the route's API key) and traceback text are removed
+    from the message (``scrub``)."""
     if _is_timeout(exc):
         return UpstreamTimeoutError(f"upstream {name} timed out")
     status = getattr(exc, "status_code", None)
-    message = redact(str(getattr(exc, "message", None) or exc), (secret,))
+    message = scrub(str(getattr(exc, "message", None) or exc), (secret,))
     if isinstance(status, int):
         return error_for_status(status, message, upstream=name)
     return UpstreamError(f"upstream {name} failed: {message}")
+
+
+def _openai_usage(chunk: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(``chunk`` without its usage, or None when nothing else is in it; the usage it carried).
+
+    OpenAI sends a stream's usage once, in a last chunk of its own whose ``choices`` is empty
+    (``stream_options.include_usage``). litellm puts it in a chunk with an empty choice
+    (``[{"index": 0, "delta": {}}]``), or on a chunk that also carries the last delta; ``stream`` keeps the
+    usage aside and sends it last, as OpenAI does."""
+    usage = chunk.pop("usage", None)
+    if not usage:
+        return chunk, None
+    choices = chunk.get("choices") or []
+    empty = all(
+        isinstance(c, dict)
+        and not c.get("finish_reason")
+        and not any(v for v in (c.get("delta") or {}).values())
+        for c in choices
+    )
+    return (None if empty else chunk), usage
 
 
 def _check_messages(messages: list[dict[str, Any]]) -> None:
@@ -114,7 +135,11 @@ class LiteLLMUpstream:
         self.model = model
         # no retries here: the client's SDK retries (OpenAI's: twice), and retries stacked in a proxy multiply
         # the attempts and stretch a timeout_s of T to ~3T plus backoff
-        self._fixed: dict[str, Any] = {"timeout": timeout_s, "max_retries": 0}
+        # ``_skip_mcp_handler``: litellm's own switch (its MCP handlers pass it to their inner calls) past the
+        # LiteLLM-proxy MCP gateway. litellm imports that gateway's modules (which need the ``mcp`` package and
+        # litellm's proxy extras) for every request with ``tools``, although it serves only tools that name a
+        # LiteLLM proxy's MCP server, which keproxy never is; keproxy passes tools to the provider as sent.
+        self._fixed: dict[str, Any] = {"timeout": timeout_s, "max_retries": 0, "_skip_mcp_handler": True}
         if api_base:
             self._fixed["api_base"] = api_base
         if api_key:
@@ -123,10 +148,11 @@ class LiteLLMUpstream:
             self._fixed["mock_response"] = mock_response
 
     def _kwargs(self, body: dict[str, Any], stream: bool) -> dict[str, Any]:
-        """litellm's arguments for ``body``: the client's parameters without CLIENT_HIDDEN_KWARGS, then the
-        route's. Raises InvalidRequestError (400) on messages litellm cannot translate (``_check_messages``)."""
+        """litellm's arguments for ``body``: the client's parameters without CLIENT_HIDDEN_KWARGS and without
+        names starting with "_" (litellm's private switches), then the route's. Raises InvalidRequestError
+        (400) on messages litellm cannot translate (``_check_messages``)."""
         _check_messages(body.get("messages") or [])
-        kwargs = {k: v for k, v in body.items() if k not in CLIENT_HIDDEN_KWARGS}
+        kwargs = {k: v for k, v in body.items() if k not in CLIENT_HIDDEN_KWARGS and not k.startswith("_")}
         kwargs.pop("stream", None)
         kwargs.update(self._fixed)
         kwargs["model"] = self.model
@@ -145,15 +171,27 @@ class LiteLLMUpstream:
         return _to_dict(response)
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-        """Yield ``chat.completion.chunk`` dicts; raises like ``complete``, also mid-stream."""
+        """Yield ``chat.completion.chunk`` dicts in OpenAI's shape (see ``_openai_usage``); raises like
+        ``complete``, also mid-stream."""
+        usage: dict[str, Any] | None = None
+        last: dict[str, Any] = {}
         try:
             response = await litellm.acompletion(**self._kwargs(body, True))
-            async for chunk in response:
-                yield _to_dict(chunk)
+            async for item in response:
+                chunk, found = _openai_usage(_to_dict(item))
+                usage = found or usage
+                if chunk is not None:
+                    last = chunk
+                    yield chunk
         except KeproxyError:
             raise
         except Exception as exc:
             raise _map_exception(exc, self.name, self._fixed.get("api_key")) from exc
+        if usage is not None:
+            head: dict[str, Any] = {
+                k: last[k] for k in ("id", "created", "model", "system_fingerprint") if k in last
+            }
+            yield {**head, "object": "chat.completion.chunk", "choices": [], "usage": usage}
 
     def stream_batches(self, body: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
         """``stream``'s chunks one per list (litellm hands them over one at a time)."""

@@ -3,19 +3,21 @@ OpenAI protocol.
 
 No translation happens here: the (edited) request body is serialised once with orjson and POSTed to
 ``{api_base}/chat/completions``; answers are parsed only as far as keproxy needs them (the transcript keeps
-the response). Used for OpenAI, vLLM, llama.cpp's server (the embedded model), Ollama's ``/v1`` and any
+the response). The same pool serves the Responses API (``{api_base}/responses``, for routes that take it
+natively) and forwards the OpenAI endpoints keproxy does not edit (``/embeddings``, ``/completions``, ...)
+as they are (``forward``). Used for OpenAI, vLLM, llama.cpp's server (the embedded model), Ollama's ``/v1`` and any
 ``api_base`` that speaks the protocol.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import orjson
 
 from keproxy.errors import UpstreamError, UpstreamTimeoutError
-from keproxy.upstream.errors_map import error_for_status, redact
+from keproxy.upstream.errors_map import error_for_status, scrub
 from keproxy.upstream.http1 import ConnectionPool, Response
 
 __all__ = ["HTTPUpstream"]
@@ -40,7 +42,7 @@ class HTTPUpstream:
     ) -> None:
         self.name = name
         self.model = model
-        self._secrets = (api_key,)  # redacted from the upstream's error messages
+        self._secrets = (api_key,)  # redacted from the upstream's error messages (``scrub``)
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -63,7 +65,7 @@ class HTTPUpstream:
             message = orjson.loads(text)["error"]["message"]
         except Exception:
             message = text[:500] or f"HTTP {resp.status}"
-        raise error_for_status(resp.status, redact(str(message), self._secrets), upstream=self.name)
+        raise error_for_status(resp.status, scrub(str(message), self._secrets), upstream=self.name)
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST the body, return the ``chat.completion`` dict; raises UpstreamError / UpstreamTimeoutError."""
@@ -137,12 +139,85 @@ class HTTPUpstream:
                 )
             if "error" in chunk:
                 error = chunk["error"]
-                message = redact(
+                message = scrub(
                     str(error.get("message", "") if isinstance(error, dict) else ""), self._secrets
                 )
                 return chunks, False, UpstreamError(f"upstream {self.name} failed mid-stream: {message}")
             chunks.append(chunk)
         return chunks, False, None
+
+    async def create_response(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a Responses API body to ``{api_base}/responses``; the ``response`` object. Raises UpstreamError
+        (also for an answer that is not a JSON object), UpstreamTimeoutError or InvalidRequestError."""
+        try:
+            async with await self._pool.post("/responses", self._payload(body, False)) as resp:
+                await self._raise_for(resp)
+                raw = await resp.read()
+        except TimeoutError as exc:
+            raise UpstreamTimeoutError(f"upstream {self.name} timed out") from exc
+        except OSError as exc:
+            raise UpstreamError(f"upstream {self.name} unreachable: {exc}") from exc
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamError(f"upstream {self.name} sent invalid JSON") from exc
+        if not isinstance(data, dict) or "output" not in data:
+            raise UpstreamError(f"upstream {self.name} sent no response object")
+        return data
+
+    async def stream_response(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """The events of a streamed ``POST {api_base}/responses`` (their ``data:`` JSON objects, each with its
+        ``type``), as they arrive; the stream ends with the connection (the Responses API sends no ``[DONE]``;
+        one is skipped if sent). Raises UpstreamError when it breaks or carries something that is not a JSON
+        object, UpstreamTimeoutError on a timeout; the upstream's own ``error`` events are yielded."""
+        try:
+            async with await self._pool.post("/responses", self._payload(body, True)) as resp:
+                await self._raise_for(resp)
+                async for lines in _line_groups(resp.chunks()):
+                    for line in lines:
+                        data = line[5:].strip() if line.startswith(b"data:") else b""
+                        if not data or data == b"[DONE]":
+                            continue
+                        try:
+                            event = orjson.loads(data)
+                        except orjson.JSONDecodeError:
+                            event = None
+                        if not isinstance(event, dict):
+                            raise UpstreamError(f"upstream {self.name} sent a malformed stream event")
+                        yield event
+        except TimeoutError as exc:
+            raise UpstreamTimeoutError(f"upstream {self.name} timed out") from exc
+        except OSError as exc:
+            raise UpstreamError(f"upstream {self.name} stream broke: {exc}") from exc
+
+    async def forward(self, path: str, body: dict[str, Any]) -> tuple[int, AsyncGenerator[bytes, None]]:
+        """POST ``body`` (its ``model`` replaced by the upstream's) to ``{api_base}{path}`` untouched: the
+        answer's status and its body as it arrives, whatever the status (an OpenAI-protocol upstream's error
+        body is already OpenAI's; it comes whole, the API key redacted). The body iterator hands the connection back when it ends or is closed.
+        Raises UpstreamError / UpstreamTimeoutError when the upstream cannot be reached or does not answer in
+        time (also from the body iterator, mid-body)."""
+        try:
+            resp = await self._pool.post(path, orjson.dumps({**body, "model": self.model}))
+        except TimeoutError as exc:
+            raise UpstreamTimeoutError(f"upstream {self.name} timed out") from exc
+        except OSError as exc:
+            raise UpstreamError(f"upstream {self.name} unreachable: {exc}") from exc
+        return resp.status, self._body(resp)
+
+    async def _body(self, resp: Response) -> AsyncGenerator[bytes, None]:
+        """``resp``'s body; an error answer (non-2xx) whole, with the API key redacted."""
+        async with resp:
+            try:
+                if resp.status >= 300:
+                    text = (await resp.read()).decode("utf-8", errors="replace")
+                    yield redact(text, self._secrets).encode()
+                    return
+                async for chunk in resp.chunks():
+                    yield chunk
+            except TimeoutError as exc:
+                raise UpstreamTimeoutError(f"upstream {self.name} timed out") from exc
+            except OSError as exc:
+                raise UpstreamError(f"upstream {self.name} broke off its answer: {exc}") from exc
 
     async def aclose(self) -> None:
         await self._pool.aclose()

@@ -87,6 +87,23 @@ async def test_a_corrected_request_counts_its_correction_edits_and_stages(tmp_pa
         assert value(found, "keproxy_upstream_errors_total") == 0
 
 
+async def test_the_responses_api_counts_like_chat_completions(tmp_path: Path) -> None:
+    """POST /v1/responses runs the same pipeline: its correction, history edits and stages are counted, and
+    the request under its own endpoint and the alias it resolved to."""
+    settings = load_settings(mock_response="Elias.", data_dir=tmp_path, default_strategy="patch")
+    async for client in client_for(settings):
+        items = [{"role": m["role"], "content": m["content"]} for m in dialogue(CORRECTION)]
+        resp = await client.post("/v1/responses", json={"model": "gpt-any", "input": items})
+        assert resp.status_code == 200, resp.text
+        found = await scrape(client)
+        assert value(found, "keproxy_requests_total", endpoint="/v1/responses", alias="*", status="200") == 1
+        assert value(found, "keproxy_corrections_total") == 1
+        assert value(found, "keproxy_history_edits_total", strategy="patch") == int(
+            resp.headers["x-keproxy-edits"]
+        )
+        assert value(found, "keproxy_stage_duration_seconds_count", stage="upstream", alias="*") == 1
+
+
 async def test_upstream_errors_by_status_and_type(stub_settings: Settings) -> None:
     """An upstream that answers 500 and one that cannot be reached: each counted once under the status and
     OpenAI error type the client got, with its alias; a request refused before the upstream is not."""
