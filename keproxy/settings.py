@@ -207,7 +207,7 @@ class PostEditorOptions(BaseModel):
 
 
 class ServerSettings(BaseModel):
-    """The HTTP server: where it listens, how much it accepts, who may call it (``keproxy.proxy``)."""
+    """The HTTP server: where it listens, how much it accepts, who may call it, what it reports (``keproxy.proxy``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -233,6 +233,10 @@ class ServerSettings(BaseModel):
         "compatibility, the plain key as a string: tenant 'default', admin, no rate limit.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Log level.")
+    metrics_enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics (no API key needed) and count requests, stage latencies, corrections, edits, post-edits and upstream errors; several workers share one PROMETHEUS_MULTIPROC_DIR. false: no /metrics, nothing counted.")  # fmt: skip
+    otel_enabled: bool = Field(default=False, description="Export OpenTelemetry traces over OTLP/HTTP (protobuf): a span per request, a child span per pipeline stage. false: the SDK is not even imported.")  # fmt: skip
+    otel_endpoint: str | None = Field(default=None, description="OTLP/HTTP collector, e.g. 'http://127.0.0.1:4318' (spans go to <endpoint>/v1/traces). null: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318.")  # fmt: skip
+    otel_service_name: str = Field(default="keproxy", min_length=1, description="The traces' service.name resource attribute.")  # fmt: skip
 
     @field_validator("api_keys")
     @classmethod

@@ -89,7 +89,7 @@ def test_replay_rejects_bad_templates(tmp_path: Path) -> None:
     ["keproxy", "keproxy.proxy", "keproxy.pipeline", "keproxy.corrections", "keproxy.corrections.detect",
      "keproxy.editors", "keproxy.editors.history", "keproxy.editors.history.deletion", "keproxy.editors.postedit",
      "keproxy.memory", "keproxy.models", "keproxy.nli", "keproxy.eval", "keproxy.eval.core", "keproxy.train",
-     "keproxy.upstream", "keproxy.transcripts"],
+     "keproxy.upstream", "keproxy.transcripts", "keproxy.observability"],
 )  # fmt: skip
 def test_packages_declare_their_public_api(package: str) -> None:
     module = importlib.import_module(package)

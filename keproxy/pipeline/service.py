@@ -16,6 +16,10 @@ OpenAI ``user`` field, session = ``keproxy.session``). Edit modes (``keproxy.edi
 
 The header ``x-keproxy-post-edit`` (``PreparedRequest.post_edit_status``) says "edited", "retained" or "none"
 (no post-editor ran).
+
+Observability: with ``tracing``, every request that passes validation gets a span, with a child span per stage
+(in ``prepare``'s loop), for the upstream call and for post-edit and log; with ``metrics``, the log stage counts
+it (``keproxy.observability``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
 
 from keproxy.corrections.base import CorrectionDetector
@@ -32,6 +36,7 @@ from keproxy.editors.history.registry import EditorRegistry
 from keproxy.editors.postedit.registry import PostEditorRegistry, PostEditorResources
 from keproxy.errors import ConfigError, InvalidRequestError, KeproxyError, error_body
 from keproxy.memory.edits import EditScope
+from keproxy.observability import NO_TRACE, Metrics, StageSpan, Tracing
 from keproxy.pipeline.memory import EditMemoryWriter, completion_chunks, has_only_text, last_user_text
 from keproxy.pipeline.recorder import TranscriptRecorder, status_of
 from keproxy.pipeline.stages import DetectStage, EditHistoryStage, PostEditStage, RetrieveEditsStage, Stage
@@ -63,16 +68,20 @@ class ChatService:
         *,
         memory: EditMemoryWriter | None = None,
         post_editors: PostEditorRegistry | None = None,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         """memory: the edit memory (retrieval, and storage of corrections); None: edit modes other than "off"
-        answer 400. post_editors: default, the built-ins and entry points with ``settings``.
+        answer 400. post_editors: default, the built-ins and entry points with ``settings``. metrics: where
+        the log stage counts each request (None: nowhere); tracing: the requests' spans (None: no tracing).
         Raises ConfigError when the ``post_editor`` setting names no post-editor."""
         self.settings = settings
         self.router = router
         self.detector = detector
         self.editors = editors
         self.store = store
-        self.recorder = TranscriptRecorder(store)
+        self.recorder = TranscriptRecorder(store, metrics)
+        self.tracing = tracing
         self._clock = clock
         self.memory = memory
         self.post_editors = post_editors or PostEditorRegistry(PostEditorResources(settings=settings))
@@ -94,10 +103,13 @@ class ChatService:
         *,
         tenant: str = "default",
         wire: dict[str, Any] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> PreparedRequest:
         """Resolve the alias and strategy, then run the stages before the upstream call. tenant: the proxy
         key's tenant, the only one whose edits are retrieved and into which corrections are stored. wire: the
         parsed JSON body ``request`` was validated from (forwarded as received: ``upstream_body``).
+        trace_headers: the request's W3C trace context headers (``traceparent``, ``tracestate``), whose trace
+        the request's spans join (with tracing on).
 
         Raises ModelNotFoundError (404) or InvalidRequestError (400, unknown strategy), with nothing logged;
         or what a stage raised (e.g. the KeproxyError of a failed editor upstream call), after logging the
@@ -137,13 +149,16 @@ class ChatService:
         )
         caller = RecordingCaller(upstream, body, self.settings.editor_generation)
         transcript.editor_calls = caller.calls
+        trace = NO_TRACE if self.tracing is None else self.tracing.start_request(trace_headers)
         prepared = PreparedRequest(
             request_id, request.model, upstream, body, HistoryEditResult(messages=messages), transcript, started,
             query=last_user_text(messages), messages=messages, editor=editor, mode=mode, scope=scope,
             context=EditContext(alias=request.model, request_id=request_id, upstream=caller,
                                 answer_extraction=bool(options and options.answer_extraction)),
+            route_alias=route.alias, trace=trace,
         )  # fmt: skip
         for stage in self.stages:
+            span = trace.start(stage.name)
             t0 = time.perf_counter()
             try:
                 await stage.run(prepared)
@@ -151,9 +166,11 @@ class ChatService:
                 Exception
             ) as exc:  # a stage failed (an editor's upstream call, the memory, a bug): log, fail
                 transcript.latency_ms[stage.name] = elapsed_ms(t0)
+                span.end(transcript, exc)
                 await self.recorder.fail(prepared, exc)
                 raise
             transcript.latency_ms[stage.name] = elapsed_ms(t0)
+            span.end(transcript)
         prepared.post_editor = post_editor if prepared.post_target is not None else None
         forwarded = prepared.result.messages
         transcript.forwarded_messages = forwarded
@@ -163,26 +180,41 @@ class ChatService:
     async def complete(self, prepared: PreparedRequest) -> dict[str, Any]:
         """Call the upstream once; return the final ``chat.completion``. Raises KeproxyError subclasses."""
         transcript = prepared.transcript
+        span = prepared.trace.start("upstream")
         t0 = time.perf_counter()
         try:
             response = await prepared.upstream.complete(prepared.body)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self._upstream_failed(prepared, span, exc, t0)
             raise
+        transcript.latency_ms["upstream"] = elapsed_ms(t0)
         transcript.upstream_response = response
+        transcript.usage = response.get("usage")
+        span.end(transcript)
         final = dict(response)
         final["model"] = prepared.alias
         try:
             final = await self.post_edit.run(prepared, final)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self.recorder.finish(
+                prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0, failure=exc
+            )
             raise
         if transcript.editor_calls and response.get("usage"):  # the usage of every call made for the client
             final["usage"] = total_usage(response.get("usage"), transcript.editor_calls)
         transcript.final_response = final
-        transcript.usage = response.get("usage")
         await self.recorder.finish(prepared, status=200, upstream_t0=t0)
         return final
+
+    async def _upstream_failed(
+        self, prepared: PreparedRequest, span: StageSpan, exc: Exception, t0: float
+    ) -> None:
+        """End the upstream span with ``exc`` and log the request as failed by its upstream call."""
+        span.end(prepared.transcript, exc)
+        await self.recorder.finish(
+            prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0, failure=exc,
+            upstream_failed=True,
+        )  # fmt: skip
 
     async def open_stream(self, prepared: PreparedRequest) -> AsyncGenerator[bytes, None]:
         """Start the upstream stream and return the SSE byte iterator for the client.
@@ -196,6 +228,7 @@ class ChatService:
         """
         if prepared.post_target is not None and prepared.post_editor is not None:
             return await self._buffered_stream(prepared)
+        span = prepared.trace.start("upstream")
         t0 = time.perf_counter()
         source = prepared.upstream.stream_batches(prepared.body).__aiter__()
         try:
@@ -203,10 +236,10 @@ class ChatService:
         except StopAsyncIteration:
             first = None
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self._upstream_failed(prepared, span, exc, t0)
             raise
         prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
-        return self._relay(prepared, source, first, t0)
+        return self._relay(prepared, source, first, t0, span)
 
     async def _relay(
         self,
@@ -214,11 +247,15 @@ class ChatService:
         source: AsyncIterator[list[dict[str, Any]]],
         first: list[dict[str, Any]] | None,
         t0: float,
+        span: StageSpan,
     ) -> AsyncGenerator[bytes, None]:
         """The client's SSE bytes: one piece per batch of upstream chunks (``stream_batches``), then
-        ``[DONE]``; the transcript is completed and queued when it ends, however it ends."""
+        ``[DONE]``; the transcript is completed and queued when it ends, however it ends (and with it the
+        upstream ``span``)."""
         chunks: list[dict[str, Any]] = []
         status, error = 200, None
+        failure: BaseException | None = None
+        upstream_failed = False
         alias, calls = prepared.alias, prepared.transcript.editor_calls
         try:
             batch = first
@@ -232,6 +269,7 @@ class ChatService:
             yield SSE_DONE
         except KeproxyError as exc:
             status, error = exc.status_code, error_body(exc)
+            failure, upstream_failed = exc, True
             yield sse(error)
             yield SSE_DONE
         except (asyncio.CancelledError, GeneratorExit):
@@ -240,7 +278,7 @@ class ChatService:
             raise
         except Exception as exc:  # a bug, not an upstream failure: end the stream properly and log it
             logger.exception("stream of request %s failed", prepared.request_id)
-            status, error = 500, error_body(exc)
+            status, error, failure = 500, error_body(exc), exc
             yield sse(error)
             yield SSE_DONE
         finally:
@@ -250,13 +288,23 @@ class ChatService:
             final["model"] = prepared.alias
             prepared.transcript.final_response = final
             prepared.transcript.usage = assembled.get("usage")
-            await asyncio.shield(self.recorder.finish(prepared, status=status, error=error, upstream_t0=t0))
+            span.end(prepared.transcript, failure)
+            finish = self.recorder.finish(
+                prepared,
+                status=status,
+                error=error,
+                upstream_t0=t0,
+                failure=failure,
+                upstream_failed=upstream_failed,
+            )
+            await asyncio.shield(finish)
 
     async def _buffered_stream(self, prepared: PreparedRequest) -> AsyncGenerator[bytes, None]:
         """Read the upstream stream whole, post-edit it, log the transcript; the SSE iterator of the result.
 
         Streams whose deltas carry more than text (tool calls, ...) are replayed as received, not post-edited.
         """
+        span = prepared.trace.start("upstream")
         t0 = time.perf_counter()
         chunks: list[dict[str, Any]] = []
         try:
@@ -265,10 +313,13 @@ class ChatService:
                     prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
                 chunks.append(chunk)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self._upstream_failed(prepared, span, exc, t0)
             raise
+        prepared.transcript.latency_ms["upstream"] = elapsed_ms(t0)
         assembled = assemble_stream(chunks)
         prepared.transcript.upstream_response = assembled
+        prepared.transcript.usage = assembled.get("usage")
+        span.end(prepared.transcript)
         final = dict(assembled)
         final["model"] = prepared.alias
         out: list[dict[str, Any]] = chunks
@@ -277,14 +328,13 @@ class ChatService:
                 final = await self.post_edit.run(prepared, final)
             except Exception as exc:
                 await self.recorder.finish(
-                    prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0
+                    prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0, failure=exc
                 )
                 raise
             if prepared.transcript.editor_calls and assembled.get("usage"):
                 final["usage"] = total_usage(assembled.get("usage"), prepared.transcript.editor_calls)
             out = completion_chunks(final, include_usage=bool(assembled.get("usage")))
         prepared.transcript.final_response = final
-        prepared.transcript.usage = assembled.get("usage")
         await self.recorder.finish(prepared, status=200, upstream_t0=t0)
         return self._replay(out, prepared.alias)
 

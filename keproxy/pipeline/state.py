@@ -19,6 +19,7 @@ from keproxy.editors.postedit.base import PostEditor
 from keproxy.generation import EditorGeneration
 from keproxy.memory.edits import EditScope, RetrievedEdit
 from keproxy.messages import Message
+from keproxy.observability import NO_TRACE, RequestTrace
 from keproxy.transcripts import Transcript
 from keproxy.upstream import Upstream
 
@@ -135,6 +136,8 @@ class PreparedRequest:
     this request. corrections: what the detect stage found. result: what the history editor returned.
     post_target: the gated edit the post-editor applies (postedit mode); post_editor: the post-editor that
     will apply it (None: none runs). post_edit_status: "edited" | "retained" | "none", set after the answer.
+    route_alias: the alias of the route the request resolved to (``*`` for the catch-all of
+    ``--mock-response``): the metrics' ``alias`` label. trace: the request's spans (``NO_TRACE``: tracing off).
     """
 
     request_id: str
@@ -154,6 +157,8 @@ class PreparedRequest:
     mode: str = "off"
     scope: EditScope = field(default_factory=EditScope)
     corrections: list[Correction] = field(default_factory=list)
+    route_alias: str = ""
+    trace: RequestTrace = NO_TRACE
 
     def context_or_default(self) -> EditContext:
         """The editors' context: the one the history stage used, else one without an upstream caller."""
