@@ -14,19 +14,22 @@ from collections.abc import Iterable
 from keproxy.errors import ConfigError, ModelNotFoundError
 from keproxy.settings import ModelRoute
 from keproxy.upstream.base import Upstream
-from keproxy.upstream.openai_http import HTTPUpstream
+from keproxy.upstream.openai_http import HTTPUpstream, list_models
 
 __all__ = [
+    "OPENAI_API_BASE",
     "OPENAI_PROTOCOL_PROVIDERS",
     "HTTPUpstream",
     "Upstream",
     "UpstreamRouter",
     "build_upstream",
+    "list_models",
     "resolve_transport",
 ]
 
 #: litellm provider prefixes whose endpoints speak the OpenAI chat-completions protocol as is.
 OPENAI_PROTOCOL_PROVIDERS = frozenset({"openai", "hosted_vllm", "llamafile", "lm_studio"})
+#: Where an OpenAI-protocol route without ``api_base`` goes.
 OPENAI_API_BASE = "https://api.openai.com/v1"
 
 
@@ -56,7 +59,9 @@ def build_upstream(route: ModelRoute) -> Upstream:
         api_key = os.environ.get(route.api_key_env)
         if not api_key and route.mock_response is None:
             raise ConfigError(
-                f"models[{route.alias}].api_key_env: environment variable {route.api_key_env} is not set"
+                f"models[{route.alias!r}].api_key_env: environment variable {route.api_key_env} is not set "
+                "(export it, or remove api_key_env)",
+                param="models",
             )
     if resolve_transport(route) == "http":
         provider, name = _split_provider(route.model)
