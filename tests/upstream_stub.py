@@ -21,6 +21,7 @@ The requested ``model`` picks the behaviour:
 - the names of ``ERROR_ANSWERS`` (``rate429``, ``quota429``, ``param400``, ``missing404``, ``denied401``,
   ``typed500``, ``busy503``, ``gateway504``, ``vllm400``): that status, those headers and that error body, as
   OpenAI's API (or vLLM's) sends them;
+- ``midstream``: a stream of one chunk, then an OpenAI error event (type and code);
 - anything else: answers "stub answer".
 ``GET /v1/models`` lists ``LISTED_MODELS``. Streams split the content into one chunk per word. ``StubUpstream.active_streams`` counts the streams being
 sent right now (back to 0 once every client, keproxy included, has gone).
@@ -150,6 +151,12 @@ def make_stub_app(active: _Gauge | None = None) -> FastAPI:
             status, headers, error = ERROR_ANSWERS[model]
             return Response(
                 orjson.dumps(error), status_code=status, headers=headers, media_type="application/json"
+            )
+        if model == "midstream" and body.get("stream"):
+            failure = _openai_error("The engine is currently overloaded", "server_error", "engine_overloaded")
+            head = _chunk(model, {"role": "assistant", "content": "partial"})
+            return Response(
+                head + b"data: " + orjson.dumps(failure) + b"\n\n", media_type="text/event-stream"
             )
         if model == "headers":
             seen = "; ".join(f"{k}: {v}" for k, v in request.headers.items())

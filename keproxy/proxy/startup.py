@@ -141,9 +141,9 @@ def startup_summary(settings: Settings, *, config: Path | str | None = None) -> 
     transport, strategy, key variable), default strategy and detectors, edit mode and post-editor, auth,
     stores (a PostgreSQL URL without its password) and the embedded model. Reads nothing but the settings."""
     workers = f", {settings.workers} workers" if settings.workers > 1 else ""
-    source = f" from {config}" if config is not None else ""
+    source = f"settings from {config}" if config is not None else "no settings file"
     port = settings.port or "0 (a free port; uvicorn's line names it)"
-    lines = [f"keproxy {__version__} on http://{settings.host}:{port}{workers}, settings{source}"]
+    lines = [f"keproxy {__version__} on http://{settings.host}:{port}{workers}, {source}"]
     if settings.mock_response is not None:
         lines.append(
             f"  models     every name -> litellm mock_response {settings.mock_response!r} (no upstream)"

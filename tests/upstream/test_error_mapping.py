@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 
 from keproxy.errors import (
@@ -99,6 +100,21 @@ async def test_the_openai_sdk_sees_the_rate_limit_with_its_retry_after(client: h
     assert info.value.code == "rate_limit_exceeded" and info.value.type == "requests"
     assert info.value.response.headers["retry-after"] == "7"
     assert busy.value.status_code == 503 and busy.value.code == "engine_overloaded"
+
+
+async def test_an_error_event_mid_stream_keeps_the_upstreams_code(
+    tmp_path: Path, stub_upstream: StubUpstream
+) -> None:
+    route = {"alias": "midstream", "model": "openai/midstream", "api_base": stub_upstream.api_base}
+    settings = load_settings(models=[route], data_dir=tmp_path, detectors=[])
+    payload = {"model": "midstream", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    async for client in client_for(settings):
+        async with client.stream("POST", "/v1/chat/completions", json=payload) as resp:
+            events = [line[6:] async for line in resp.aiter_lines() if line.startswith("data: ")]
+    assert resp.status_code == 200 and events[-1] == "[DONE]"
+    error = orjson.loads(events[-2])["error"]
+    assert (error["type"], error["code"]) == ("upstream_error", "engine_overloaded")
+    assert "failed mid-stream server_error: The engine is currently overloaded" in error["message"]
 
 
 async def test_the_transcript_keeps_the_error_the_client_got(client: httpx.AsyncClient) -> None:
