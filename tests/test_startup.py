@@ -227,6 +227,15 @@ def test_a_flag_set_value_is_blamed_on_the_flag_and_secrets_are_never_echoed(tmp
     assert many.value.message.endswith("(and 2 more: workers, log_level)")
 
 
+def test_an_unparsable_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KEPROXY_MODELS", "[{alias: a")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert config_error_line(info.value) == (
+        "keproxy: KEPROXY_MODELS: models: cannot parse the value (a list or object in KEPROXY_MODELS must be JSON)"
+    )
+
+
 def test_the_summary_of_the_embedded_model_and_of_mock_mode(tmp_path: Path) -> None:
     local = "\n".join(startup_summary(load_settings(data_dir=tmp_path)))
     assert "smollm2 -> the embedded model" in local and ".gguf on llama.cpp's server" in local

@@ -9,6 +9,7 @@ code 2.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -85,10 +86,17 @@ def _check_upstreams(settings: Settings) -> None:
 
 def check_settings(settings: Settings) -> None:
     """What start-up checks before it listens: every strategy, detector and post-editor the settings name
-    exists (with the closest name when not); every ``api_key_env`` variable is set; the embedded model's file
-    and the NLI backend's model can be found. Raises ConfigError with one line naming the key and the fix."""
+    exists (with the closest name when not); every ``api_key_env`` variable is set; the embedded model's file,
+    the NLI backend's model and, for ``database_url``, the PostgreSQL driver can be found. Raises ConfigError
+    with one line naming the key and the fix."""
     _check_names(settings)
     _check_upstreams(settings)
+    if settings.database_url and importlib.util.find_spec("psycopg") is None:
+        raise ConfigError(
+            "database_url: PostgreSQL needs the psycopg driver (pip install 'keproxy[postgres]', or remove "
+            "database_url to use the SQLite files)",
+            param="database_url",
+        )
     nli_backend(settings.nli_backend)
 
 
