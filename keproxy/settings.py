@@ -37,11 +37,13 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     YamlConfigSettingsSource,
 )
 
 from keproxy.errors import ConfigError
 from keproxy.generation import EditorGeneration
+from keproxy.settings_errors import check_yaml_file, env_error, validation_error
 
 __all__ = [
     "ApiKey",
@@ -485,14 +487,17 @@ class Settings(
 def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
     """Settings from ``config`` (YAML), the environment and ``overrides`` (None values are ignored).
 
-    Raises ConfigError naming the field (e.g. ``models.0.transport``) on any invalid value, and when the
-    YAML file does not exist.
+    Raises ConfigError with one line naming the key (``models[0].transport``), what is wrong and the fix
+    (``keproxy.settings_errors``): on any invalid value or unknown key (with the closest known key), when the
+    YAML file does not exist, is not valid YAML (line and column) or not a mapping, and when a ``KEPROXY_*``
+    variable cannot be parsed.
     """
     cls: type[Settings] = Settings
     if config is not None:
         path = Path(config)
         if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
+            raise ConfigError(f"config file not found: {path} (check the --config path)", source=str(path))
+        check_yaml_file(path)
         cls = type(
             "FileSettings", (Settings,), {"model_config": {**Settings.model_config, "yaml_file": path}}
         )
@@ -500,7 +505,6 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
     try:
         return cls(**kwargs)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"invalid configuration: {problems}") from None
+        raise validation_error(exc, Settings) from None
+    except SettingsError as exc:  # a KEPROXY_* variable that is not valid JSON for a list or object field
+        raise env_error(exc) from None

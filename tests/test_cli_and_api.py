@@ -72,7 +72,7 @@ def test_serve_fails_at_startup_on_bad_config(tmp_path: Path) -> None:
     config.write_text("models:\n  - alias: a\n    model: openai/x\n    transport: smoke-signals\n")
     result = runner.invoke(app, ["serve", "--config", str(config)])
     assert result.exit_code == 2
-    assert "models.0.transport" in result.output
+    assert "models[0].transport" in result.output
 
 
 def test_replay_rejects_bad_templates(tmp_path: Path) -> None:

@@ -28,13 +28,12 @@ from starlette.types import Receive, Scope, Send
 
 from keproxy import __version__
 from keproxy.corrections.detect import CompositeDetector, DetectorResources, build_detector
-from keproxy.editors.history.registry import EditorRegistry, EditorResources, strategy_names
+from keproxy.editors.history.registry import EditorRegistry, EditorResources
 from keproxy.errors import ConfigError, KeproxyError, RequestTooLargeError, error_body, validation_error
 from keproxy.memory.embeddings import Embedder
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.models.llama_server import LocalModelServer
-from keproxy.nli import NLIBackend, NLIConfigError, get_nli_backend
 from keproxy.observability import Metrics, Tracing
 from keproxy.pipeline import ChatService
 from keproxy.proxy.auth import Authenticator
@@ -45,12 +44,13 @@ from keproxy.proxy.metrics import RequestMetrics, metrics_router
 from keproxy.proxy.models import models_router
 from keproxy.proxy.passthrough import forward_unrouted
 from keproxy.proxy.responses import responses_router
+from keproxy.proxy.startup import check_settings, nli_backend
 from keproxy.proxy.transcripts import transcripts_router
 from keproxy.settings import ModelRoute, Settings
 from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
 from keproxy.upstream import UpstreamRouter
 
-__all__ = ["check_settings", "create_app"]
+__all__ = ["check_settings", "create_app"]  # check_settings: keproxy.proxy.startup's, for callers of app
 
 logger = logging.getLogger("keproxy")
 
@@ -145,32 +145,6 @@ def _content_length(scope: MutableMapping[str, Any]) -> int:
     return 0
 
 
-def _nli_backend(spec: str | None) -> NLIBackend | None:
-    """The configured NLI backend, checked now (a missing model stops start-up with one line naming the
-    command that builds it) and loaded on first use. Raises NLIConfigError."""
-    if not spec:
-        return None
-    try:
-        return get_nli_backend(spec)
-    except NLIConfigError as exc:
-        raise NLIConfigError(f"nli_backend {spec!r}: {exc}", param="nli_backend") from None
-
-
-def check_settings(settings: Settings) -> None:
-    """What start-up checks before it listens: every strategy and detector named by the settings exists, and
-    the models they need (the NLI adapter, the correction taggers) can be found. Raises ConfigError with one
-    line naming the setting and the fix."""
-    names = strategy_names()
-    named = [("default_strategy", settings.default_strategy)]
-    named += [(f"models[{route.alias!r}].strategy", route.strategy) for route in settings.models]
-    for param, name in named:
-        if name not in names:
-            raise ConfigError(
-                f"{param}: unknown strategy {name!r}; available: {', '.join(names)}", param=param
-            )
-    _nli_backend(settings.nli_backend)
-
-
 def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI:
     """The keproxy ASGI app for ``settings``. Raises ConfigError at start-up on bad configuration.
 
@@ -188,7 +162,7 @@ def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI
         routes, catch_all = _routes(settings, local)
         upstreams = UpstreamRouter(routes, catch_all=catch_all)
         embedder = Embedder.from_name_or_path(settings.embedding_model, threads=settings.torch_threads)
-        nli = _nli_backend(settings.nli_backend)
+        nli = nli_backend(settings.nli_backend)
         judge = {"model": settings.judge_model} if settings.judge_model else {}
         detector_resources = DetectorResources(
             encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge,

@@ -17,9 +17,10 @@ from keproxy.errors import ConfigError, ModelNotFoundError
 from keproxy.settings import ModelRoute
 from keproxy.upstream.base import ResponsesUpstream, Upstream
 from keproxy.upstream.llama_cpp import LlamaCppUpstream
-from keproxy.upstream.openai_http import HTTPUpstream
+from keproxy.upstream.openai_http import HTTPUpstream, list_models
 
 __all__ = [
+    "OPENAI_API_BASE",
     "OPENAI_PROTOCOL_PROVIDERS",
     "HTTPUpstream",
     "LlamaCppUpstream",
@@ -27,12 +28,14 @@ __all__ = [
     "Upstream",
     "UpstreamRouter",
     "build_upstream",
+    "list_models",
     "resolve_transport",
     "responses_transport",
 ]
 
 #: litellm provider prefixes whose endpoints speak the OpenAI chat-completions protocol as is.
 OPENAI_PROTOCOL_PROVIDERS = frozenset({"openai", "hosted_vllm", "llamafile", "lm_studio"})
+#: Where an OpenAI-protocol route without ``api_base`` goes.
 OPENAI_API_BASE = "https://api.openai.com/v1"
 
 
@@ -84,7 +87,9 @@ def build_upstream(route: ModelRoute) -> Upstream:
         api_key = os.environ.get(route.api_key_env)
         if not api_key and route.mock_response is None:
             raise ConfigError(
-                f"models[{route.alias}].api_key_env: environment variable {route.api_key_env} is not set"
+                f"models[{route.alias!r}].api_key_env: environment variable {route.api_key_env} is not set "
+                "(export it, or remove api_key_env)",
+                param="models",
             )
     transport = resolve_transport(route)
     if transport in ("http", "llama-cpp"):

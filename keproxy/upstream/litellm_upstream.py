@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
+import orjson
 
 from keproxy.errors import InvalidRequestError, KeproxyError, UpstreamError, UpstreamTimeoutError
 from keproxy.upstream.base import one_by_one
-from keproxy.upstream.errors_map import error_for_status, scrub
+from keproxy.upstream.errors_map import UpstreamErrorInfo, error_for_status, parse_error_body, scrub
 
 # litellm fetches its model cost map over the network at import unless told otherwise (no network here).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -48,32 +50,86 @@ def _to_dict(obj: Any) -> dict[str, Any]:
     return dumped
 
 
-def _is_timeout(exc: BaseException) -> bool:
-    """True when ``exc`` or an exception it wraps is a timeout (litellm wraps a stream's read timeout in
-    MidStreamFallbackError(APIConnectionError(httpx.ReadTimeout)))."""
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception it wraps (``__cause__``, ``__context__``, litellm's ``original_exception``),
+    outermost first: litellm raises its own class over the provider SDK's, which holds the parsed error body."""
     seen: set[int] = set()
+    out: list[BaseException] = []
     todo: list[BaseException] = [exc]
     while todo:
-        item = todo.pop()
+        item = todo.pop(0)
         if id(item) in seen:
             continue
         seen.add(id(item))
-        if isinstance(item, (litellm.exceptions.Timeout, TimeoutError, httpx.TimeoutException)):
-            return True
+        out.append(item)
         wrapped = (item.__cause__, item.__context__, getattr(item, "original_exception", None))
         todo += [w for w in wrapped if isinstance(w, BaseException)]
-    return False
+    return out
+
+
+def _is_timeout(chain: list[BaseException]) -> bool:
+    """True when an exception of ``chain`` is a timeout (litellm wraps a stream's read timeout in
+    MidStreamFallbackError(APIConnectionError(httpx.ReadTimeout)))."""
+    return any(
+        isinstance(e, (litellm.exceptions.Timeout, TimeoutError, httpx.TimeoutException)) for e in chain
+    )
+
+
+#: The prefixes litellm puts before a provider's message ("litellm.RateLimitError: RateLimitError: OpenAIException
+#: - ..."), dropped so that the client reads what the upstream said.
+_LITELLM_PREFIX = re.compile(r"^(litellm\.\w+:\s*)?(\w+ Error:\s*|\w+Error:\s*)?(\w+Exception\s*-\s*)?")
+
+
+def _headers(chain: list[BaseException]) -> dict[str, str]:
+    """The provider's response headers kept somewhere in ``chain`` (lower-case names)."""
+    headers: dict[str, str] = {}
+    for item in reversed(chain):  # innermost first: the provider's own response
+        if isinstance(item, httpx.HTTPStatusError):
+            headers = {**dict(item.response.headers), **headers}
+        kept = getattr(item, "litellm_response_headers", None)
+        if isinstance(kept, Mapping | httpx.Headers):
+            headers.update({str(k).lower(): str(v) for k, v in kept.items()})
+    return headers
+
+
+def _answered(chain: list[BaseException]) -> int | None:
+    """The provider's non-2xx HTTP status when it did answer (httpx's HTTPStatusError is in ``chain``; litellm's
+    own exceptions carry made-up responses, e.g. a 500 for a timeout), else None."""
+    for item in reversed(chain):
+        if isinstance(item, httpx.HTTPStatusError):
+            return item.response.status_code
+    return None
+
+
+def _error_info(chain: list[BaseException]) -> UpstreamErrorInfo:
+    """What the provider said: the error object its SDK parsed (``body``, somewhere in ``chain``), else the JSON
+    or text of litellm's message without litellm's prefixes."""
+    exc = chain[0]
+    info = parse_error_body(_LITELLM_PREFIX.sub("", str(getattr(exc, "message", None) or exc), count=1))
+    body = next((e.body for e in chain if isinstance(getattr(e, "body", None), dict)), None)  # type: ignore[attr-defined]
+    if body is not None:
+        parsed = parse_error_body(orjson.dumps(body))
+        if parsed.message or parsed.type or parsed.code:
+            return UpstreamErrorInfo(parsed.message or info.message, parsed.type, parsed.code, parsed.param)
+    return info
 
 
 def _map_exception(exc: Exception, name: str, secret: str | None) -> KeproxyError:
-    """keproxy's error for what litellm raised; ``secret`` (the route's API key) and traceback text are removed
-    from the message (``scrub``)."""
-    if _is_timeout(exc):
+    """keproxy's error for what litellm raised, mapped like an ``HTTPUpstream`` answer
+    (``keproxy.upstream.errors_map``; an upstream's 504 stays an answer, though litellm calls it a Timeout);
+    ``secret`` (the route's API key) and traceback text are removed from the message (``scrub``)."""
+    chain = _chain(exc)
+    status = _answered(chain)
+    if status is None and _is_timeout(chain):
         return UpstreamTimeoutError(f"upstream {name} timed out")
-    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(exc, "status_code", None)
+        status = status if isinstance(status, int) and 400 <= status < 600 and status != 500 else None
+    if status is not None:  # litellm's 500 without an answer: a failed connection, not an upstream's 500
+        return error_for_status(
+            status, _error_info(chain), upstream=name, headers=_headers(chain), secrets=(secret,)
+        )
     message = scrub(str(getattr(exc, "message", None) or exc), (secret,))
-    if isinstance(status, int):
-        return error_for_status(status, message, upstream=name)
     return UpstreamError(f"upstream {name} failed: {message}")
 
 
