@@ -155,7 +155,9 @@ def upstream_error(exc: BaseException, name: str) -> KeproxyError | None:
     if isinstance(exc, openai.APITimeoutError):
         return UpstreamTimeoutError(f"upstream {name} timed out")
     if isinstance(exc, openai.APIStatusError):
-        return error_for_status(exc.status_code, exc.message, upstream=name)
+        return error_for_status(
+            exc.status_code, exc.message, upstream=name, headers=dict(exc.response.headers)
+        )
     if isinstance(exc, openai.APIConnectionError):
         return UpstreamError(f"upstream {name} could not be reached: {exc}")
     return None

@@ -19,6 +19,7 @@ from keproxy.memory.embeddings import Embedder
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.nli import NLIBackend, NLIConfigError, get_nli_backend
+from keproxy.observability import Metrics, Tracing
 from keproxy.pipeline.service import ChatService
 from keproxy.settings import Settings
 from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
@@ -37,7 +38,8 @@ def build_detector_for(settings: Settings, resources: DetectorResources) -> Comp
 
 def nli_backend(spec: str | None) -> NLIBackend | None:
     """The configured NLI backend (``nli_backend``), checked now (a missing model stops start-up with one line
-    naming the command that builds it) and loaded on first use; None without one. Raises NLIConfigError."""
+    naming the command that builds it) and loaded on first use; None without one. Raises NLIConfigError (a
+    ConfigError)."""
     if not spec:
         return None
     try:
@@ -74,9 +76,16 @@ class Pipeline:
         await asyncio.to_thread(self.memory.close)
 
 
-def build_pipeline(settings: Settings, router: UpstreamRouter | None = None) -> Pipeline:
+def build_pipeline(
+    settings: Settings,
+    router: UpstreamRouter | None = None,
+    *,
+    metrics: Metrics | None = None,
+    tracing: Tracing | None = None,
+) -> Pipeline:
     """The pipeline for ``settings`` (see the module docstring). router: the aliases' upstreams; None: an
-    empty router, for callers that give ``ChatService.prepare`` each request's upstream.
+    empty router, for callers that give ``ChatService.prepare`` each request's upstream. metrics / tracing:
+    where requests are counted and traced (``ChatService``'s; None: nowhere).
 
     Raises ConfigError (unknown detector, unreachable database, unknown post-editor) or NLIConfigError."""
     embedder = Embedder.from_name_or_path(settings.embedding_model, threads=settings.torch_threads)
@@ -96,5 +105,7 @@ def build_pipeline(settings: Settings, router: UpstreamRouter | None = None) -> 
         EditorRegistry(EditorResources(embedder=embedder, nli=nli, settings=settings)),
         store,
         memory=memory,
+        metrics=metrics,
+        tracing=tracing,
     )
     return Pipeline(service=service, store=store, memory=memory)

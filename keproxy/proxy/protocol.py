@@ -94,6 +94,11 @@ class ModelCard(OpenAIBaseModel):
     object: Literal["model"] = "model"
     created: int = 0
     owned_by: str = "keproxy"
+    catch_all: bool | None = Field(
+        default=None,
+        description="Not in OpenAI's spec (keproxy): true on the card with id '*', present when any model name "
+        "is answered (--mock-response mode).",
+    )
 
 
 class ModelList(OpenAIBaseModel):
