@@ -94,7 +94,7 @@ def test_serve_refuses_a_bad_configuration_in_one_line(
         ("models:\n  - {alias: a, model: openai/x, api_key: sk-1}\n",
          "keproxy: k.yaml: models[0].api_key: unknown key; did you mean 'api_key_env'?"),
         ("models:\n  - alias: a\n    model: openai/x\n    transport: htp\n",
-         "keproxy: k.yaml: models[0].transport: Input should be 'auto', 'http' or 'litellm', got 'htp'; did you "
+         "keproxy: k.yaml: models[0].transport: Input should be 'auto', 'http', 'litellm' or 'llama-cpp', got 'htp'; did you "
          "mean 'http'?"),
         ("max_body_bytes: lots\n", "keproxy: k.yaml: max_body_bytes: Input should be a valid integer, unable to "
          "parse string as an integer, got 'lots'"),
