@@ -1,6 +1,8 @@
 """The ``keproxy`` command line (typer).
 
 keproxy serve [--config FILE] [--port N] [--mock-response TEXT]     run the proxy
+keproxy serve --upstream URL [--api-key-env VAR] [--model NAME]    ... in front of an OpenAI-protocol server
+keproxy config check FILE                                          validate a settings file, show what it serves
 keproxy transcripts export --format jsonl [--out FILE]             dump the transcript log
 keproxy replay keic --data FILE --strategy otc,patch ...           the KEIC replay (the main job)
 keproxy demo                                                        serve the local model + replay
@@ -8,15 +10,18 @@ keproxy demo                                                        serve the lo
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
 
 from keproxy.errors import ConfigError
 from keproxy.settings import Settings, load_settings
+from keproxy.settings_errors import config_error_line
 
 __all__ = ["app"]
 
@@ -25,7 +30,9 @@ app = typer.Typer(help="keproxy: an OpenAI-compatible proxy that makes conversat
 transcripts_app = typer.Typer(help="The transcript log.", no_args_is_help=True)
 replay_app = typer.Typer(help="Replay benchmark dialogues through a running proxy.", no_args_is_help=True)
 eval_app = typer.Typer(help="Evaluations with the papers' metrics.", no_args_is_help=True)
+config_app = typer.Typer(help="Settings files.", no_args_is_help=True)
 app.add_typer(transcripts_app, name="transcripts")
+app.add_typer(config_app, name="config")
 app.add_typer(replay_app, name="replay")
 app.add_typer(eval_app, name="eval")
 
@@ -38,8 +45,67 @@ def _settings(config: Path | None, **overrides: object) -> Settings:
     try:
         return load_settings(config, **overrides)
     except ConfigError as exc:
-        console.print(f"[red]error:[/red] {exc.message}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        _config_exit(exc, config)
+
+
+def _config_exit(exc: ConfigError, config: Path | None, flags: dict[str, str] | None = None) -> NoReturn:
+    """Print the one line of a bad configuration on stderr (``keproxy.settings_errors``) and exit 2."""
+    print(config_error_line(exc, config=config, flags=flags or {}), file=sys.stderr)
+    raise typer.Exit(2)
+
+
+#: serve's flags, by the setting each sets (for "where did this value come from" in error lines).
+SERVE_FLAGS = {
+    "host": "--host", "port": "--port", "mock_response": "--mock-response", "default_strategy": "--strategy",
+    "transcripts_db": "--transcripts", "data_dir": "--data-dir", "log_level": "--log-level",
+    "workers": "--workers", "models": "--upstream",
+}  # fmt: skip
+
+
+def _upstream_api_base(url: str) -> str:
+    """``--upstream``'s URL as an OpenAI base URL: ``/v1`` added to a bare server URL, a trailing
+    ``/chat/completions`` dropped. Raises ConfigError on anything but an http(s) URL."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(
+            f"not an http(s) URL: {url!r} (e.g. http://127.0.0.1:8080/v1)",
+            param="models",
+            source="--upstream",
+        )
+    path = parts.path.rstrip("/").removesuffix("/chat/completions") or "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def _upstream_routes(url: str, api_key_env: str | None, model: str | None) -> list[dict[str, object]]:
+    """The ``models`` of ``--upstream URL [--api-key-env VAR] [--model NAME]``: alias NAME, or, without
+    ``--model``, every model the server lists at ``GET /models``, each served under its own name (transport
+    http). Raises ConfigError when VAR is unset or the server cannot list its models."""
+    from keproxy.errors import UpstreamError
+    from keproxy.upstream import list_models
+
+    api_base = _upstream_api_base(url)
+    api_key = None
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise ConfigError(
+                f"environment variable {api_key_env} is not set (export it, or leave out --api-key-env)",
+                param="models", source="--api-key-env",
+            )  # fmt: skip
+    if model:
+        names = [model]
+    else:
+        try:
+            names = list_models(api_base, api_key=api_key)
+        except UpstreamError as exc:
+            raise ConfigError(
+                f"cannot list the upstream's models: {exc.message} (name one with --model NAME)",
+                param="models", source="--upstream",
+            ) from None  # fmt: skip
+    return [
+        {"alias": name, "model": name, "api_base": api_base, "api_key_env": api_key_env, "transport": "http"}
+        for name in names
+    ]
 
 
 @app.command()
@@ -47,6 +113,22 @@ def serve(
     config: ConfigOpt = None,
     host: Annotated[str | None, typer.Option(help="Listen address.")] = None,
     port: Annotated[int | None, typer.Option(help="Listen port.")] = None,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            "--upstream",
+            help="An OpenAI-protocol server to put keproxy in front of (http://host:port or its /v1 URL), "
+            "instead of the config's models: its models (GET /models) or --model are served (transport http).",
+        ),
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api-key-env", help="With --upstream: the environment variable holding its API key."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="With --upstream: the one model to serve (alias and upstream name)."),
+    ] = None,
     mock_response: Annotated[
         str | None,
         typer.Option("--mock-response", help="Answer every alias with this text via litellm's mock."),
@@ -63,45 +145,78 @@ def serve(
         int | None, typer.Option(min=1, help="Server processes sharing the port (needs configured models).")
     ] = None,
 ) -> None:
-    """Run the proxy. With no configured models it starts the embedded SmolLM2 model (no network)."""
+    """Run the proxy. With no configured models it starts the embedded SmolLM2 model (no network).
+
+    The configuration is checked before anything listens: a bad value prints one line naming the file (or
+    flag, or variable), the key and the fix, and exits 2. A short summary of what is served goes to stderr.
+    """
     import logging
 
-    overrides = dict(
+    overrides: dict[str, object] = dict(
         host=host, port=port, mock_response=mock_response, default_strategy=default_strategy,
         transcripts_db=transcripts_db, data_dir=data_dir, log_level=log_level, workers=workers,
     )  # fmt: skip
-    settings = _settings(config, **overrides)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    run = dict(host=settings.host, port=settings.port, log_level=settings.log_level)
+    flags = {key: flag for key, flag in SERVE_FLAGS.items() if overrides.get(key) is not None}
+    if upstream is None and (api_key_env or model):
+        flag = "--api-key-env" if api_key_env else "--model"
+        message = f"it only goes with --upstream URL (add --upstream URL, or leave out {flag})"
+        _config_exit(ConfigError(message, source=flag), config)
     try:
-        from keproxy.proxy.app import check_settings
+        if upstream is not None:
+            flags["models"] = "--upstream"
+            overrides["models"] = _upstream_routes(upstream, api_key_env, model)
+        settings = load_settings(config, **overrides)
+        from keproxy.proxy.startup import check_settings, startup_summary
 
         check_settings(settings)  # bad configuration stops here, before anything listens
-        if settings.workers == 1:
-            import uvicorn
-
-            from keproxy.proxy.app import create_app
-
-            uvicorn.run(create_app(settings), **run)  # type: ignore[arg-type]
-            return
-        if settings.uses_local_model():
+        if settings.workers > 1 and settings.uses_local_model():
             raise ConfigError(
                 "workers: the embedded local model runs in one process; configure `models` (e.g. a llama.cpp "
                 "server's api_base) to serve with several workers",
                 param="workers",
             )
-        from keproxy.proxy.workers import serve_workers
-
-        code = serve_workers(settings.workers, config, overrides, settings.host, settings.port)
     except ConfigError as exc:
-        console.print(f"[red]error:[/red] {exc.message}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        _config_exit(exc, config, flags)
+    for line in startup_summary(settings, config=config):
+        print(line, file=sys.stderr)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    run = dict(host=settings.host, port=settings.port, log_level=settings.log_level)
+    if settings.workers == 1:
+        import uvicorn
+
+        from keproxy.proxy.app import create_app
+
+        uvicorn.run(create_app(settings), **run)  # type: ignore[arg-type]
+        return
+    from keproxy.proxy.workers import serve_workers
+
+    try:
+        code = serve_workers(settings.workers, config, overrides, settings.host, settings.port)
     except OSError as exc:  # --workers: the port cannot be bound
-        console.print(f"[red]error:[/red] {settings.host}:{settings.port}: {exc}")
+        print(f"keproxy: {settings.host}:{settings.port}: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
     raise typer.Exit(code)
+
+
+@config_app.command("check")
+def config_check(
+    file: Annotated[Path, typer.Argument(help="YAML settings file.", show_default=False)],
+) -> None:
+    """Validate FILE as ``keproxy serve --config FILE`` would (with this environment's KEPROXY_* variables and
+    api_key_env variables) and print what it would serve. Exit 0 when valid, 2 with one line naming the key and
+    the fix when not."""
+    from keproxy.proxy.startup import check_settings, startup_summary
+
+    try:
+        settings = load_settings(file)
+        check_settings(settings)
+    except ConfigError as exc:
+        _config_exit(exc, file)
+    for line in startup_summary(settings, config=file):
+        print(line)
+    print(f"keproxy: {file}: OK")
 
 
 @transcripts_app.command("export")

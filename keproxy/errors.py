@@ -3,7 +3,7 @@
 The tree::
 
     KeproxyError                      500 "server_error"
-     ├── ConfigError                  (start-up only: bad settings, names the field)
+     ├── ConfigError                  (start-up only: bad settings; names the key, where it came from, the fix)
      ├── InvalidRequestError          400 "invalid_request_error"
      │    ├── ModelNotFoundError      404 "invalid_request_error", code "model_not_found"
      │    └── RequestTooLargeError    413 "invalid_request_error", code "request_too_large"
@@ -12,12 +12,16 @@ The tree::
      ├── RateLimitError               429 "requests", code "rate_limit_exceeded" (header retry-after)
      ├── NotFoundError                404 "invalid_request_error", code "not_found"
      │    └── EditNotFoundError       404 "invalid_request_error", code "edit_not_found"
-     └── UpstreamError                502 "upstream_error" (the upstream failed or answered non-2xx)
+     ├── UpstreamRejectedError        the upstream's own 4xx (400, 404, 409, 413, 415, 422, 429), its error
+     │                                type and code kept (429: its retry-after)
+     └── UpstreamError                502 "upstream_error" (the upstream failed or answered another non-2xx)
+          ├── UpstreamUnavailableError 503 "upstream_error", code "upstream_unavailable" (its retry-after)
           └── UpstreamTimeoutError    504 "upstream_error", code "upstream_timeout"
 
 ``error_body`` turns any of them into ``{"error": {"message", "type", "param", "code"}}``, the body OpenAI's
 API and SDKs use, ``KeproxyError.status_code`` gives the HTTP status and ``KeproxyError.headers`` any response
-headers (``retry-after`` of a RateLimitError).
+headers (``retry-after`` of a RateLimitError, and the upstream's of an UpstreamRejectedError or
+UpstreamUnavailableError). Which upstream answer becomes which error: ``keproxy.upstream.errors_map``.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ __all__ = [
     "RateLimitError",
     "RequestTooLargeError",
     "UpstreamError",
+    "UpstreamRejectedError",
     "UpstreamTimeoutError",
+    "UpstreamUnavailableError",
     "error_body",
     "invalid_json",
     "validation_error",
@@ -62,7 +68,14 @@ class KeproxyError(Exception):
 
 
 class ConfigError(KeproxyError):
-    """Bad configuration, raised at start-up; the message names the offending field."""
+    """Bad configuration, raised at start-up. ``message`` is one line: the key (``models[0].api_key_env``), what
+    is wrong and the fix; ``param`` the key; ``source`` where the value came from when the raiser knows it (the
+    YAML file, a ``--flag``, a ``KEPROXY_*`` variable), else None (``keproxy.settings.config_error_line`` finds
+    it)."""
+
+    def __init__(self, message: str, *, param: str | None = None, source: str | None = None) -> None:
+        super().__init__(message, param=param)
+        self.source = source
 
 
 class InvalidRequestError(KeproxyError):
@@ -146,6 +159,35 @@ class UpstreamError(KeproxyError):
 class UpstreamTimeoutError(UpstreamError):
     status_code = 504
     code = "upstream_timeout"
+
+
+class UpstreamUnavailableError(UpstreamError):
+    """The upstream answered 503 (overloaded or down for now): passed on as 503, so clients back off and retry;
+    the upstream's ``retry-after`` goes out with it."""
+
+    status_code = 503
+    code = "upstream_unavailable"
+
+
+class UpstreamRejectedError(KeproxyError):
+    """The upstream refused the request for a reason the client can act on (a 4xx of
+    ``keproxy.upstream.errors_map.CLIENT_STATUSES``: a bad parameter, an unknown upstream model, a rate limit):
+    the upstream's status, error type, code and param are kept, and ``headers`` carries its ``retry-after``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        error_type: str,
+        code: str | None = None,
+        param: str | None = None,
+        upstream_status: int | None = None,
+    ) -> None:
+        super().__init__(message, param=param, code=code)
+        self.status_code = status_code
+        self.error_type = error_type
+        self.upstream_status = upstream_status if upstream_status is not None else status_code
 
 
 def error_body(exc: BaseException) -> dict[str, Any]:

@@ -37,10 +37,13 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     YamlConfigSettingsSource,
 )
 
 from keproxy.errors import ConfigError
+from keproxy.generation import EditorGeneration
+from keproxy.settings_errors import check_yaml_file, env_error, validation_error
 
 __all__ = [
     "ApiKey",
@@ -81,10 +84,12 @@ class ModelRoute(BaseModel):
         default=None,
         description="Name of the environment variable holding the upstream API key (never the key).",
     )
-    transport: Literal["auto", "http", "litellm"] = Field(
+    transport: Literal["auto", "http", "litellm", "llama-cpp"] = Field(
         default="auto",
         description="'http': keproxy's pooled OpenAI-protocol client (fast path); 'litellm': litellm translates "
-        "the request for the provider; 'auto': http for OpenAI-protocol upstreams, litellm otherwise.",
+        "the request for the provider; 'llama-cpp': the http client for a llama-cpp-python server, with what "
+        "that server lacks filled in by keproxy (n, include_usage, json_schema, tool calls; the embedded "
+        "model's transport); 'auto': http for OpenAI-protocol upstreams, litellm otherwise.",
     )
     strategy: str = Field(default="patch", description="Default history-editing strategy for this alias.")
     responses: Literal["auto", "native", "translate"] = Field(
@@ -204,7 +209,7 @@ class PostEditorOptions(BaseModel):
 
 
 class ServerSettings(BaseModel):
-    """The HTTP server: where it listens, how much it accepts, who may call it (``keproxy.proxy``)."""
+    """The HTTP server: where it listens, how much it accepts, who may call it, what it reports (``keproxy.proxy``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -230,6 +235,10 @@ class ServerSettings(BaseModel):
         "compatibility, the plain key as a string: tenant 'default', admin, no rate limit.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Log level.")
+    metrics_enabled: bool = Field(default=True, description="Serve Prometheus metrics at GET /metrics (no API key needed) and count requests, stage latencies, corrections, edits, post-edits and upstream errors; several workers share one PROMETHEUS_MULTIPROC_DIR. false: no /metrics, nothing counted.")  # fmt: skip
+    otel_enabled: bool = Field(default=False, description="Export OpenTelemetry traces over OTLP/HTTP (protobuf): a span per request, a child span per pipeline stage. false: the SDK is not even imported.")  # fmt: skip
+    otel_endpoint: str | None = Field(default=None, description="OTLP/HTTP collector, e.g. 'http://127.0.0.1:4318' (spans go to <endpoint>/v1/traces). null: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318.")  # fmt: skip
+    otel_service_name: str = Field(default="keproxy", min_length=1, description="The traces' service.name resource attribute.")  # fmt: skip
 
     @field_validator("api_keys")
     @classmethod
@@ -374,6 +383,11 @@ class HistorySettings(BaseModel):
         description="Strategy 'deletion': tokens (NLI pairs or upstream calls, estimated) after which "
         "Algorithm 1 stops (KEIC App. F: 16,385).",
     )
+    editor_generation: EditorGeneration = Field(
+        default_factory=EditorGeneration,
+        description="Temperature and max_tokens of the editors' own upstream calls, never the client's "
+        "(keproxy.generation).",
+    )
 
 
 class MemorySettings(BaseModel):
@@ -473,14 +487,17 @@ class Settings(
 def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
     """Settings from ``config`` (YAML), the environment and ``overrides`` (None values are ignored).
 
-    Raises ConfigError naming the field (e.g. ``models.0.transport``) on any invalid value, and when the
-    YAML file does not exist.
+    Raises ConfigError with one line naming the key (``models[0].transport``), what is wrong and the fix
+    (``keproxy.settings_errors``): on any invalid value or unknown key (with the closest known key), when the
+    YAML file does not exist, is not valid YAML (line and column) or not a mapping, and when a ``KEPROXY_*``
+    variable cannot be parsed.
     """
     cls: type[Settings] = Settings
     if config is not None:
         path = Path(config)
         if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
+            raise ConfigError(f"config file not found: {path} (check the --config path)", source=str(path))
+        check_yaml_file(path)
         cls = type(
             "FileSettings", (Settings,), {"model_config": {**Settings.model_config, "yaml_file": path}}
         )
@@ -488,7 +505,6 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
     try:
         return cls(**kwargs)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"invalid configuration: {problems}") from None
+        raise validation_error(exc, Settings) from None
+    except SettingsError as exc:  # a KEPROXY_* variable that is not valid JSON for a list or object field
+        raise env_error(exc) from None

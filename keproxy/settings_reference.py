@@ -14,6 +14,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
+from keproxy.generation import EditorGeneration
 from keproxy.settings import LocalModelSettings, ModelRoute, PostEditorOptions, Settings
 
 __all__ = ["SECTIONS", "settings_reference"]
@@ -27,6 +28,7 @@ NESTED: tuple[tuple[str, type[BaseModel]], ...] = (
     ("models[]", ModelRoute),
     ("local_model", LocalModelSettings),
     ("post_editor_options", PostEditorOptions),
+    ("editor_generation", EditorGeneration),
 )
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -23,6 +25,31 @@ MOCK_TEXT = "Yes, that is right."
 def stub_upstream() -> Iterator[StubUpstream]:
     with StubUpstream() as stub:
         yield stub
+
+
+@pytest.fixture(scope="session")
+def e2e_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``keproxy serve`` as a real process on the embedded SmolLM2 model (llama-cpp-python's server as its
+    child), started once for the end-to-end tier; its base URL. On teardown: the child went down with it and
+    the transcript log exists."""
+    from keproxy.eval.core.proxy import wait_healthy
+    from keproxy.models.llama_server import free_port
+
+    port = free_port()
+    data_dir = tmp_path_factory.mktemp("keproxy-e2e")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "keproxy", "serve", "--port", str(port), "--data-dir", str(data_dir),
+           "--log-level", "warning"]  # fmt: skip
+    process = subprocess.Popen(cmd, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process, timeout_s=300)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
+    assert process.returncode is not None
+    assert Path(data_dir / "transcripts.sqlite3").exists()
 
 
 @pytest.fixture

@@ -72,7 +72,7 @@ def test_serve_fails_at_startup_on_bad_config(tmp_path: Path) -> None:
     config.write_text("models:\n  - alias: a\n    model: openai/x\n    transport: smoke-signals\n")
     result = runner.invoke(app, ["serve", "--config", str(config)])
     assert result.exit_code == 2
-    assert "models.0.transport" in result.output
+    assert "models[0].transport" in result.output
 
 
 def test_replay_rejects_bad_templates(tmp_path: Path) -> None:
@@ -86,10 +86,10 @@ def test_replay_rejects_bad_templates(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "package",
-    ["keproxy", "keproxy.proxy", "keproxy.pipeline", "keproxy.corrections", "keproxy.corrections.detect",
+    ["keproxy", "keproxy.proxy", "keproxy.integrations", "keproxy.pipeline", "keproxy.corrections", "keproxy.corrections.detect",
      "keproxy.editors", "keproxy.editors.history", "keproxy.editors.history.deletion", "keproxy.editors.postedit",
      "keproxy.memory", "keproxy.models", "keproxy.nli", "keproxy.eval", "keproxy.eval.core", "keproxy.train",
-     "keproxy.upstream", "keproxy.transcripts"],
+     "keproxy.upstream", "keproxy.transcripts", "keproxy.observability"],
 )  # fmt: skip
 def test_packages_declare_their_public_api(package: str) -> None:
     module = importlib.import_module(package)

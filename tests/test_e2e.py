@@ -3,18 +3,11 @@ server as its child), driven with the official ``openai`` client over loopback."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import openai
 import pytest
-
-from keproxy.eval.core.proxy import wait_healthy
-from keproxy.models.llama_server import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -26,34 +19,24 @@ STORY = (
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    data_dir = tmp_path_factory.mktemp("keproxy-e2e")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "keproxy", "serve", "--port", str(port), "--data-dir", str(data_dir),
-           "--log-level", "warning"]  # fmt: skip
-    process = subprocess.Popen(cmd, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, process, timeout_s=300)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(30)
-    # the child model server went down with it
-    assert process.returncode is not None
-    assert Path(data_dir / "transcripts.sqlite3").exists()
+def server(e2e_server: str) -> str:
+    """The session's ``keproxy serve`` on the embedded model (``tests/conftest.py``), shared with the other
+    end-to-end modules."""
+    return e2e_server
 
 
-def client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{url}/v1", api_key="keproxy", max_retries=0, timeout=120)
+@pytest.fixture
+def sdk(server: str) -> Iterator[openai.OpenAI]:
+    """The openai client on the server, closed after the test (an unclosed one leaves a socket to the GC)."""
+    with openai.OpenAI(base_url=f"{server}/v1", api_key="keproxy", max_retries=0, timeout=120) as client:
+        yield client
 
 
-def test_models_lists_local_alias(server: str) -> None:
-    assert [m.id for m in client(server).models.list()] == ["smollm2"]
+def test_models_lists_local_alias(sdk: openai.OpenAI) -> None:
+    assert [m.id for m in sdk.models.list()] == ["smollm2"]
 
 
-def test_non_streaming_with_correction_is_patched_and_logged(server: str) -> None:
+def test_non_streaming_with_correction_is_patched_and_logged(server: str, sdk: openai.OpenAI) -> None:
     messages = [
         {"role": "user", "content": STORY},
         {"role": "assistant", "content": "Yes, I have memorized the story."},
@@ -64,7 +47,7 @@ def test_non_streaming_with_correction_is_patched_and_logged(server: str) -> Non
         {"role": "assistant", "content": "No problem at all!"},
         {"role": "user", "content": "What did Otto eat every afternoon?"},
     ]
-    raw = client(server).chat.completions.with_raw_response.create(
+    raw = sdk.chat.completions.with_raw_response.create(
         model="smollm2", messages=messages, max_tokens=16, temperature=0
     )
     completion = raw.parse()
@@ -80,8 +63,8 @@ def test_non_streaming_with_correction_is_patched_and_logged(server: str) -> Non
     assert row["latency_ms"]["upstream"] > 0
 
 
-def test_streaming_yields_incremental_chunks(server: str) -> None:
-    with client(server).chat.completions.with_streaming_response.create(
+def test_streaming_yields_incremental_chunks(server: str, sdk: openai.OpenAI) -> None:
+    with sdk.chat.completions.with_streaming_response.create(
         model="smollm2",
         messages=[{"role": "user", "content": "Count from one to ten in words."}],
         max_tokens=32,

@@ -60,8 +60,11 @@ def test_transport_choice() -> None:
     ("text", "field"),
     [
         ("port: not-a-port\n", "port"),
-        ("models:\n  - alias: a\n    model: openai/x\n    transport: carrier-pigeon\n", "models.0.transport"),
-        ("models:\n  - alias: a\n    model: openai/x\n    colour: red\n", "models.0.colour"),
+        (
+            "models:\n  - alias: a\n    model: openai/x\n    transport: carrier-pigeon\n",
+            "models[0].transport",
+        ),
+        ("models:\n  - alias: a\n    model: openai/x\n    colour: red\n", "models[0].colour"),
         ("local_model:\n  n_ctx: 3\n", "local_model.n_ctx"),
         ("models:\n  - {alias: a, model: openai/x}\n  - {alias: a, model: openai/y}\n", "models"),
     ],

@@ -18,8 +18,12 @@ The requested ``model`` picks the behaviour:
 - ``dribble``: a stream of 200 words, one chunk every 50 ms (10 s) (for clients that vanish mid-stream);
 - ``headers``: answers 401 with an error message that quotes every request header it received (an upstream
   that echoes the ``Authorization`` header back); a stream: one chunk, then an error event that quotes them;
+- the names of ``ERROR_ANSWERS`` (``rate429``, ``quota429``, ``param400``, ``missing404``, ``denied401``,
+  ``typed500``, ``busy503``, ``gateway504``, ``vllm400``): that status, those headers and that error body, as
+  OpenAI's API (or vLLM's) sends them;
+- ``midstream``: a stream of one chunk, then an OpenAI error event (type and code);
 - anything else: answers "stub answer".
-Streams split the content into one chunk per word. ``StubUpstream.active_streams`` counts the streams being
+``GET /v1/models`` lists ``LISTED_MODELS``. Streams split the content into one chunk per word. ``StubUpstream.active_streams`` counts the streams being
 sent right now (back to 0 once every client, keproxy included, has gone).
 
 ``ResetServer`` is a raw socket server that resets connections (TCP RST): on a path starting with
@@ -46,6 +50,46 @@ from fastapi.responses import Response, StreamingResponse
 from keproxy.models.llama_server import free_port
 
 DRIBBLE_WORDS = 200
+#: What ``GET /v1/models`` lists.
+LISTED_MODELS = ("plain", "echo")
+
+
+def _openai_error(
+    message: str, kind: str, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+#: Error answers of real upstreams: model name -> (status, response headers, body).
+ERROR_ANSWERS: dict[str, tuple[int, dict[str, str], dict[str, Any]]] = {
+    "rate429": (
+        429,
+        {"retry-after": "7", "retry-after-ms": "7000", "x-ratelimit-remaining-requests": "0"},
+        _openai_error("Rate limit reached for requests", "requests", "rate_limit_exceeded"),
+    ),
+    "quota429": (
+        429, {}, _openai_error("You exceeded your current quota", "insufficient_quota", "insufficient_quota")
+    ),
+    "param400": (
+        400, {}, _openai_error("Invalid value for 'temperature'", "invalid_request_error", "invalid_value",
+                               "temperature"),
+    ),
+    "missing404": (
+        404, {}, _openai_error("The model 'missing404' does not exist", "invalid_request_error",
+                               "model_not_found", "model"),
+    ),
+    "denied401": (401, {}, _openai_error("Incorrect API key provided", "invalid_request_error", "invalid_api_key")),
+    "typed500": (500, {}, _openai_error("The server had an error while processing your request", "server_error")),
+    "busy503": (
+        503, {"retry-after": "3"}, _openai_error("The engine is currently overloaded", "server_error",
+                                                 "engine_overloaded"),
+    ),
+    "gateway504": (504, {}, _openai_error("The gateway timed out", "server_error")),
+    "vllm400": (
+        400, {}, {"object": "error", "message": "max_tokens is too large", "type": "BadRequestError",
+                  "param": None, "code": 400},
+    ),
+}  # fmt: skip
 
 
 def _completion(model: str, content: str) -> dict[str, Any]:
@@ -91,6 +135,10 @@ def make_stub_app(active: _Gauge | None = None) -> FastAPI:
     app = FastAPI()
     active = active if active is not None else _Gauge()
 
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": name, "object": "model"} for name in LISTED_MODELS]}
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
         body = await request.json()
@@ -99,6 +147,17 @@ def make_stub_app(active: _Gauge | None = None) -> FastAPI:
             return _error(int(model[4:]), "stub exploded")
         if model == "reject400":
             return _error(400, "stub says bad param")
+        if model in ERROR_ANSWERS:
+            status, headers, error = ERROR_ANSWERS[model]
+            return Response(
+                orjson.dumps(error), status_code=status, headers=headers, media_type="application/json"
+            )
+        if model == "midstream" and body.get("stream"):
+            failure = _openai_error("The engine is currently overloaded", "server_error", "engine_overloaded")
+            head = _chunk(model, {"role": "assistant", "content": "partial"})
+            return Response(
+                head + b"data: " + orjson.dumps(failure) + b"\n\n", media_type="text/event-stream"
+            )
         if model == "headers":
             seen = "; ".join(f"{k}: {v}" for k, v in request.headers.items())
             if not body.get("stream"):

@@ -1,8 +1,8 @@
 """The knowledge editors, two families behind one narrow interface each.
 
-- ``history``: history editors (KEIC §3 strategies ``otc``, ``patch``, ``verification``, ``reiterate``,
-  ``deletion``) take the corrections ``keproxy.corrections`` found and return the conversation keproxy forwards
-  upstream, with a trace of every edit; the strategy registry names them.
+- ``history``: history editors (KEIC §3 strategies ``otc``, ``patch``, ``reiterate-oracle``, ``verification``,
+  ``reiterate``, ``deletion``) take the corrections ``keproxy.corrections`` found and return the conversation
+  keproxy forwards upstream, with a trace of every edit; the strategy registry names them.
 - ``postedit``: post-editors (postEdit: ``span``, ``llm``, ``local``) rewrite an upstream answer against a
   retrieved edit or retain it; beside them the pre-processing baselines PROMPT / IKE / SERAC.
 

@@ -53,9 +53,11 @@ class HistoryEditResult:
 
 
 class UpstreamCaller(Protocol):
-    """Calls the request's upstream once with ``messages`` (the client's other parameters kept, ``params``
-    overriding them, never streamed) and returns the ``chat.completion`` dict. ``purpose`` names the call
-    in the transcript ("reiterate", "verification", ...). Raises what ``Upstream.complete`` raises."""
+    """Calls the request's upstream once with ``messages`` and the client's model alias and returns the
+    ``chat.completion`` dict; never streamed. ``params`` are the call's generation parameters (temperature,
+    max_tokens, ...: the editor's own, ``keproxy.generation.EditorGeneration.params``; never the client's).
+    ``purpose`` names the call in the transcript ("reiterate", "verification:answer", ...). Raises what
+    ``Upstream.complete`` raises."""
 
     async def __call__(
         self, messages: Sequence[Message], *, purpose: str, **params: Any
@@ -66,11 +68,17 @@ class UpstreamCaller(Protocol):
 class EditContext:
     """Per-request facts an editor may need: the public model alias, the request id, and ``upstream``,
     the caller for strategies that ask the model (Verification, Reiterate, LLM-backed Deletion); None
-    where no upstream is available (offline tools)."""
+    where no upstream is available (offline tools).
+
+    answer_extraction: the request asked for KEIC's answer-extraction turn (§4.3; the request option
+    ``keproxy.answer_extraction``, set by the KEIC harness): Verification then ends with it, so the reply is
+    'Yes' or 'No' first, instead of returning the revised answer.
+    """
 
     alias: str = ""
     request_id: str = ""
     upstream: UpstreamCaller | None = None
+    answer_extraction: bool = False
 
 
 @runtime_checkable

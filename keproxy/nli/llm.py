@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from keproxy.errors import UpstreamError
 from keproxy.nli.base import LABELS, Label
+from keproxy.upstream.errors_map import strip_traceback
 from keproxy.upstream.json_answer import answer_text, import_litellm, parse_json_answer
 from keproxy.upstream.json_answer import completion_kwargs as litellm_kwargs
 
@@ -100,7 +101,7 @@ class LLMJudgeNLI:
             )
             text = answer_text(response)
         except Exception as exc:  # litellm raises its own tree; all of it means the call failed
-            raise UpstreamError(f"NLI judge {self.model!r} failed: {exc}") from exc
+            raise UpstreamError(f"NLI judge {self.model!r} failed: {strip_traceback(str(exc))}") from exc
         try:
             return parse_judgement(text).label
         except (ValueError, ValidationError) as exc:

@@ -10,10 +10,13 @@
 - ``responses`` / ``responses_output`` / ``responses_stream``: OpenAI's Responses API on this pipeline (requests
   and answers translated to and from chat completions, its stream events, the native call to an upstream that
   speaks it).
+- ``build``: :func:`build_pipeline`, the service and its components from the settings (the proxy's and the
+  in-process integrations' alike).
 
 The HTTP layer (``keproxy.proxy``) calls it; it never imports ``keproxy.proxy``.
 """
 
+from keproxy.pipeline.build import Pipeline, build_pipeline
 from keproxy.pipeline.memory import (
     EditMemoryWriter,
     PostEditRecord,
@@ -33,6 +36,7 @@ from keproxy.pipeline.service import ChatService
 from keproxy.pipeline.stages import DetectStage, EditHistoryStage, PostEditStage, RetrieveEditsStage, Stage
 from keproxy.pipeline.state import (
     ChatRequest,
+    KeproxyOptions,
     PreparedRequest,
     RecordingCaller,
     RequestOptions,
@@ -47,6 +51,8 @@ __all__ = [
     "DetectStage",
     "EditHistoryStage",
     "EditMemoryWriter",
+    "KeproxyOptions",
+    "Pipeline",
     "PostEditRecord",
     "PostEditStage",
     "PreparedRequest",
@@ -57,6 +63,7 @@ __all__ = [
     "Stage",
     "TranscriptRecorder",
     "assemble_stream",
+    "build_pipeline",
     "chat_request_body",
     "complete_native",
     "completion_chunks",

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from keproxy.errors import KeproxyError, UpstreamError, error_body
+from keproxy.observability import StageSpan
 from keproxy.pipeline.recorder import TranscriptRecorder, status_of
 from keproxy.pipeline.responses_output import finish, function_call_item, message_item, response_skeleton
 from keproxy.pipeline.state import PreparedRequest, elapsed_ms
@@ -218,16 +219,18 @@ async def complete_native(
     """POST ``body`` (a Responses API request) to the prepared request's upstream; the ``response`` object
     with the client's alias as ``model``. Logs the transcript (``upstream_response`` and ``final_response``:
     the response objects; ``usage``: theirs). Raises KeproxyError subclasses, as ``ChatService.complete``."""
+    span = prepared.trace.start("upstream")
     t0 = time.perf_counter()
     try:
         response = await _upstream(prepared).create_response(body)
     except Exception as exc:
-        await recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+        await _upstream_failed(recorder, prepared, span, exc, t0)
         raise
     final = _with_alias(response, prepared.alias)
     transcript = prepared.transcript
     transcript.upstream_response, transcript.final_response = response, final
     transcript.usage = response.get("usage")
+    span.end(transcript)
     await recorder.finish(prepared, status=200, upstream_t0=t0)
     return final
 
@@ -240,6 +243,7 @@ async def open_native_stream(
     upstream that fails before answering raises KeproxyError; a later failure ends the stream with an
     ``error`` event. The transcript is logged when the stream ends, however it ends (the last ``response``
     seen is its ``final_response``)."""
+    span = prepared.trace.start("upstream")
     t0 = time.perf_counter()
     source = _upstream(prepared).stream_response(body).__aiter__()
     try:
@@ -247,10 +251,25 @@ async def open_native_stream(
     except StopAsyncIteration:
         first = None
     except Exception as exc:
-        await recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+        await _upstream_failed(recorder, prepared, span, exc, t0)
         raise
     prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
-    return _relay_native(recorder, prepared, source, first, t0)
+    return _relay_native(recorder, prepared, source, first, t0, span)
+
+
+async def _upstream_failed(
+    recorder: TranscriptRecorder, prepared: PreparedRequest, span: StageSpan, exc: Exception, t0: float
+) -> None:
+    """End the upstream span with ``exc`` and log the request as failed by its upstream call."""
+    span.end(prepared.transcript, exc)
+    await recorder.finish(
+        prepared,
+        status=status_of(exc),
+        error=error_body(exc),
+        upstream_t0=t0,
+        failure=exc,
+        upstream_failed=True,
+    )
 
 
 async def _relay_native(
@@ -259,8 +278,11 @@ async def _relay_native(
     source: AsyncIterator[dict[str, Any]],
     first: dict[str, Any] | None,
     t0: float,
+    span: StageSpan,
 ) -> AsyncGenerator[dict[str, Any]]:
     status, error, last, sequence = 200, None, None, 0
+    failure: BaseException | None = None
+    upstream_failed = False
     try:
         event = first
         while event is not None:
@@ -276,6 +298,7 @@ async def _relay_native(
             event = await anext(source, None)
     except KeproxyError as exc:
         status, error = exc.status_code, error_body(exc)
+        failure, upstream_failed = exc, True
         yield {
             "type": "error",
             "sequence_number": sequence + 1,
@@ -287,11 +310,20 @@ async def _relay_native(
         raise
     except Exception as exc:
         logger.exception("stream of request %s failed", prepared.request_id)
-        status, error = 500, error_body(exc)
+        status, error, failure = 500, error_body(exc), exc
         yield {"type": "error", "sequence_number": sequence + 1, "code": "server_error",
                "message": "internal server error", "param": None}  # fmt: skip
     finally:
         transcript = prepared.transcript
         transcript.upstream_response = transcript.final_response = last
         transcript.usage = last.get("usage") if last else None
-        await asyncio.shield(recorder.finish(prepared, status=status, error=error, upstream_t0=t0))
+        span.end(transcript, failure)
+        logged = recorder.finish(
+            prepared,
+            status=status,
+            error=error,
+            upstream_t0=t0,
+            failure=failure,
+            upstream_failed=upstream_failed,
+        )
+        await asyncio.shield(logged)

@@ -16,6 +16,10 @@ OpenAI ``user`` field, session = ``keproxy.session``). Edit modes (``keproxy.edi
 
 The header ``x-keproxy-post-edit`` (``PreparedRequest.post_edit_status``) says "edited", "retained" or "none"
 (no post-editor ran).
+
+Observability: with ``tracing``, every request that passes validation gets a span, with a child span per stage
+(in ``prepare``'s loop), for the upstream call and for post-edit and log; with ``metrics``, the log stage counts
+it (``keproxy.observability``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
 
 from keproxy.corrections.base import CorrectionDetector
@@ -32,14 +36,15 @@ from keproxy.editors.history.registry import EditorRegistry
 from keproxy.editors.postedit.registry import PostEditorRegistry, PostEditorResources
 from keproxy.errors import ConfigError, InvalidRequestError, KeproxyError, error_body
 from keproxy.memory.edits import EditScope
+from keproxy.observability import NO_TRACE, Metrics, StageSpan, Tracing
 from keproxy.pipeline.memory import EditMemoryWriter, completion_chunks, has_only_text, last_user_text
 from keproxy.pipeline.recorder import TranscriptRecorder, status_of
 from keproxy.pipeline.stages import DetectStage, EditHistoryStage, PostEditStage, RetrieveEditsStage, Stage
-from keproxy.pipeline.state import ChatRequest, PreparedRequest, RecordingCaller, elapsed_ms
+from keproxy.pipeline.state import ChatRequest, PreparedRequest, RecordingCaller, elapsed_ms, total_usage
 from keproxy.pipeline.streaming import SSE_DONE, assemble_stream, sse
 from keproxy.settings import Settings
 from keproxy.transcripts import Transcript, TranscriptStore
-from keproxy.upstream import UpstreamRouter
+from keproxy.upstream import Upstream, UpstreamRouter
 
 __all__ = ["ChatService"]
 
@@ -63,16 +68,20 @@ class ChatService:
         *,
         memory: EditMemoryWriter | None = None,
         post_editors: PostEditorRegistry | None = None,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         """memory: the edit memory (retrieval, and storage of corrections); None: edit modes other than "off"
-        answer 400. post_editors: default, the built-ins and entry points with ``settings``.
+        answer 400. post_editors: default, the built-ins and entry points with ``settings``. metrics: where
+        the log stage counts each request (None: nowhere); tracing: the requests' spans (None: no tracing).
         Raises ConfigError when the ``post_editor`` setting names no post-editor."""
         self.settings = settings
         self.router = router
         self.detector = detector
         self.editors = editors
         self.store = store
-        self.recorder = TranscriptRecorder(store)
+        self.recorder = TranscriptRecorder(store, metrics)
+        self.tracing = tracing
         self._clock = clock
         self.memory = memory
         self.post_editors = post_editors or PostEditorRegistry(PostEditorResources(settings=settings))
@@ -94,19 +103,28 @@ class ChatService:
         *,
         tenant: str = "default",
         wire: dict[str, Any] | None = None,
+        trace_headers: Mapping[str, str] | None = None,
+        upstream: Upstream | None = None,
     ) -> PreparedRequest:
         """Resolve the alias and strategy, then run the stages before the upstream call. tenant: the proxy
         key's tenant, the only one whose edits are retrieved and into which corrections are stored. wire: the
         parsed JSON body ``request`` was validated from (forwarded as received: ``upstream_body``).
+        trace_headers: the request's W3C trace context headers (``traceparent``, ``tracestate``), whose trace
+        the request's spans join (with tracing on). upstream: the upstream of this request instead of the
+        alias's route (an in-process caller such as a wrapped OpenAI client, ``keproxy.integrations``); the
+        strategy is then the request's or the setting's, and the metrics' alias label the request's model.
 
         Raises ModelNotFoundError (404) or InvalidRequestError (400, unknown strategy), with nothing logged;
         or what a stage raised (e.g. the KeproxyError of a failed editor upstream call), after logging the
         transcript.
         """
         started = time.perf_counter()
-        route, upstream = self.router.resolve(request.model)
+        route_strategy, route_alias = None, request.model
+        if upstream is None:
+            route, upstream = self.router.resolve(request.model)
+            route_strategy, route_alias = route.strategy, route.alias
         options = request.keproxy
-        strategy = (options and options.strategy) or route.strategy or self.settings.default_strategy
+        strategy = (options and options.strategy) or route_strategy or self.settings.default_strategy
         editor = self.editors.get(strategy)
         mode = (options and options.edit_mode) or self.settings.edit_mode
         post_editor = None
@@ -135,14 +153,18 @@ class ChatService:
             session=scope.session,
             tenant=tenant,
         )
-        caller = RecordingCaller(upstream, body)
+        caller = RecordingCaller(upstream, body, self.settings.editor_generation)
         transcript.editor_calls = caller.calls
+        trace = NO_TRACE if self.tracing is None else self.tracing.start_request(trace_headers)
         prepared = PreparedRequest(
             request_id, request.model, upstream, body, HistoryEditResult(messages=messages), transcript, started,
             query=last_user_text(messages), messages=messages, editor=editor, mode=mode, scope=scope,
-            context=EditContext(alias=request.model, request_id=request_id, upstream=caller),
+            context=EditContext(alias=request.model, request_id=request_id, upstream=caller,
+                                answer_extraction=bool(options and options.answer_extraction)),
+            route_alias=route_alias, trace=trace,
         )  # fmt: skip
         for stage in self.stages:
+            span = trace.start(stage.name)
             t0 = time.perf_counter()
             try:
                 await stage.run(prepared)
@@ -150,9 +172,11 @@ class ChatService:
                 Exception
             ) as exc:  # a stage failed (an editor's upstream call, the memory, a bug): log, fail
                 transcript.latency_ms[stage.name] = elapsed_ms(t0)
+                span.end(transcript, exc)
                 await self.recorder.fail(prepared, exc)
                 raise
             transcript.latency_ms[stage.name] = elapsed_ms(t0)
+            span.end(transcript)
         prepared.post_editor = post_editor if prepared.post_target is not None else None
         forwarded = prepared.result.messages
         transcript.forwarded_messages = forwarded
@@ -161,25 +185,61 @@ class ChatService:
 
     async def complete(self, prepared: PreparedRequest) -> dict[str, Any]:
         """Call the upstream once; return the final ``chat.completion``. Raises KeproxyError subclasses."""
-        transcript = prepared.transcript
+        span = prepared.trace.start("upstream")
         t0 = time.perf_counter()
         try:
             response = await prepared.upstream.complete(prepared.body)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self._upstream_failed(prepared, span, exc, t0)
             raise
+        return await self._finish(prepared, response, t0, span)
+
+    async def finish(
+        self, prepared: PreparedRequest, response: dict[str, Any], *, upstream_t0: float
+    ) -> dict[str, Any]:
+        """Post-edit an upstream's ``chat.completion`` and log the request; return the final completion
+        (``model``: the request's alias), for a caller that made the upstream call itself with
+        ``prepared.body`` (the LiteLLM hook); ``upstream_t0``: that call's perf_counter start. No upstream span
+        (keproxy did not make the call). Raises what the post-editor raises, after logging the failure."""
+        return await self._finish(prepared, response, upstream_t0, NO_TRACE.start("upstream"))
+
+    async def _finish(
+        self, prepared: PreparedRequest, response: dict[str, Any], t0: float, span: StageSpan
+    ) -> dict[str, Any]:
+        transcript = prepared.transcript
+        transcript.latency_ms["upstream"] = elapsed_ms(t0)
         transcript.upstream_response = response
+        transcript.usage = response.get("usage")
+        span.end(transcript)
         final = dict(response)
         final["model"] = prepared.alias
         try:
             final = await self.post_edit.run(prepared, final)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self.recorder.finish(
+                prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0, failure=exc
+            )
             raise
+        if transcript.editor_calls and response.get("usage"):  # the usage of every call made for the client
+            final["usage"] = total_usage(response.get("usage"), transcript.editor_calls)
         transcript.final_response = final
-        transcript.usage = response.get("usage")
         await self.recorder.finish(prepared, status=200, upstream_t0=t0)
         return final
+
+    async def fail(self, prepared: PreparedRequest, exc: Exception, *, upstream_t0: float) -> None:
+        """Log a request whose upstream call, made by the caller (started at ``upstream_t0``, perf_counter),
+        raised ``exc``: status from a KeproxyError, else 500, with OpenAI's error body. No upstream span."""
+        await self._upstream_failed(prepared, NO_TRACE.start("upstream"), exc, upstream_t0)
+
+    async def _upstream_failed(
+        self, prepared: PreparedRequest, span: StageSpan, exc: Exception, t0: float
+    ) -> None:
+        """End the upstream span with ``exc`` and log the request as failed by its upstream call."""
+        span.end(prepared.transcript, exc)
+        await self.recorder.finish(
+            prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0, failure=exc,
+            upstream_failed=True,
+        )  # fmt: skip
 
     async def open_stream(self, prepared: PreparedRequest) -> AsyncGenerator[bytes, None]:
         """Start the upstream stream and return the SSE byte iterator for the client.
@@ -191,8 +251,20 @@ class ChatService:
         When a post-editor runs (postedit mode, gated edit), the whole upstream stream is read here first
         (any upstream or post-editor failure raises KeproxyError), then post-edited and re-sent as chunks.
         """
+        return self._sse(await self.open_chunks(prepared), prepared.request_id)
+
+    async def open_chunks(self, prepared: PreparedRequest) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """Start the upstream stream and return its ``chat.completion.chunk`` dicts as the client gets them
+        (``model``: the alias), in batches of those that arrived together: the stream of ``open_stream`` before
+        SSE encoding, for callers in the same process (``keproxy.integrations``).
+
+        Raises KeproxyError (logged) when the upstream fails before its first chunk; a later failure is raised
+        by the iterator, after the transcript is committed. The transcript is committed before the iterator
+        ends, however it ends (a client that stops early: status 499). Post-editing as in ``open_stream``.
+        """
         if prepared.post_target is not None and prepared.post_editor is not None:
-            return await self._buffered_stream(prepared)
+            return self._replay(await self._buffered(prepared))
+        span = prepared.trace.start("upstream")
         t0 = time.perf_counter()
         source = prepared.upstream.stream_batches(prepared.body).__aiter__()
         try:
@@ -200,10 +272,10 @@ class ChatService:
         except StopAsyncIteration:
             first = None
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self._upstream_failed(prepared, span, exc, t0)
             raise
         prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
-        return self._relay(prepared, source, first, t0)
+        return self._relay(prepared, source, first, t0, span)
 
     async def _relay(
         self,
@@ -211,35 +283,36 @@ class ChatService:
         source: AsyncIterator[list[dict[str, Any]]],
         first: list[dict[str, Any]] | None,
         t0: float,
-    ) -> AsyncGenerator[bytes, None]:
-        """The client's SSE bytes: one piece per batch of upstream chunks (``stream_batches``), then
-        ``[DONE]``; the transcript is completed and queued when it ends, however it ends."""
+        span: StageSpan,
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """The upstream's batches (``stream_batches``) as the client gets them; the transcript is completed and
+        committed when it ends, however it ends (and with it the upstream ``span``); a failure is raised after
+        that."""
         chunks: list[dict[str, Any]] = []
         status, error = 200, None
-        alias = prepared.alias
+        failure: BaseException | None = None
+        upstream_failed = False
+        alias, calls = prepared.alias, prepared.transcript.editor_calls
         try:
             batch = first
             while batch is not None:
                 chunks.extend(batch)
-                yield b"".join([sse({**chunk, "model": alias}) for chunk in batch])
+                yield [_client_chunk(chunk, alias, calls) for chunk in batch]
                 try:
                     batch = await source.__anext__()
                 except StopAsyncIteration:
                     batch = None
-            yield SSE_DONE
         except KeproxyError as exc:
             status, error = exc.status_code, error_body(exc)
-            yield sse(error)
-            yield SSE_DONE
+            failure, upstream_failed = exc, True
+            raise
         except (asyncio.CancelledError, GeneratorExit):
             status, error = 499, {"error": {"message": "client disconnected", "type": "client_closed",
                                             "param": None, "code": None}}  # fmt: skip
             raise
-        except Exception as exc:  # a bug, not an upstream failure: end the stream properly and log it
-            logger.exception("stream of request %s failed", prepared.request_id)
-            status, error = 500, error_body(exc)
-            yield sse(error)
-            yield SSE_DONE
+        except Exception as exc:  # a bug, not an upstream failure
+            status, error, failure = 500, error_body(exc), exc
+            raise
         finally:
             assembled = assemble_stream(chunks)
             prepared.transcript.upstream_response = assembled
@@ -247,13 +320,42 @@ class ChatService:
             final["model"] = prepared.alias
             prepared.transcript.final_response = final
             prepared.transcript.usage = assembled.get("usage")
-            await asyncio.shield(self.recorder.finish(prepared, status=status, error=error, upstream_t0=t0))
+            span.end(prepared.transcript, failure)
+            finish = self.recorder.finish(
+                prepared,
+                status=status,
+                error=error,
+                upstream_t0=t0,
+                failure=failure,
+                upstream_failed=upstream_failed,
+            )
+            await asyncio.shield(finish)
 
-    async def _buffered_stream(self, prepared: PreparedRequest) -> AsyncGenerator[bytes, None]:
-        """Read the upstream stream whole, post-edit it, log the transcript; the SSE iterator of the result.
+    @staticmethod
+    async def _sse(
+        batches: AsyncGenerator[list[dict[str, Any]], None], request_id: str
+    ) -> AsyncGenerator[bytes, None]:
+        """The client's SSE bytes: one piece per batch, then ``[DONE]``; a failure mid-stream (already logged)
+        becomes an ``{"error": ...}`` event before ``[DONE]``."""
+        try:
+            async for batch in batches:
+                yield b"".join([sse(chunk) for chunk in batch])
+            yield SSE_DONE
+        except KeproxyError as exc:
+            yield sse(error_body(exc))
+            yield SSE_DONE
+        except Exception as exc:  # a bug, not an upstream failure: end the stream properly
+            logger.exception("stream of request %s failed", request_id, exc_info=exc)
+            yield sse(error_body(exc))
+            yield SSE_DONE
+        finally:
+            await batches.aclose()
 
-        Streams whose deltas carry more than text (tool calls, ...) are replayed as received, not post-edited.
-        """
+    async def _buffered(self, prepared: PreparedRequest) -> list[dict[str, Any]]:
+        """Read the upstream stream whole, post-edit it, log the transcript; the chunks to send (``model``: the
+        alias). Streams whose deltas carry more than text (tool calls, ...) are replayed as received, not
+        post-edited. Raises what the upstream or the post-editor raised, after logging it."""
+        span = prepared.trace.start("upstream")
         t0 = time.perf_counter()
         chunks: list[dict[str, Any]] = []
         try:
@@ -262,10 +364,13 @@ class ChatService:
                     prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
                 chunks.append(chunk)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.finish(prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0)
+            await self._upstream_failed(prepared, span, exc, t0)
             raise
+        prepared.transcript.latency_ms["upstream"] = elapsed_ms(t0)
         assembled = assemble_stream(chunks)
         prepared.transcript.upstream_response = assembled
+        prepared.transcript.usage = assembled.get("usage")
+        span.end(prepared.transcript)
         final = dict(assembled)
         final["model"] = prepared.alias
         out: list[dict[str, Any]] = chunks
@@ -274,17 +379,24 @@ class ChatService:
                 final = await self.post_edit.run(prepared, final)
             except Exception as exc:
                 await self.recorder.finish(
-                    prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0
+                    prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0, failure=exc
                 )
                 raise
+            if prepared.transcript.editor_calls and assembled.get("usage"):
+                final["usage"] = total_usage(assembled.get("usage"), prepared.transcript.editor_calls)
             out = completion_chunks(final, include_usage=bool(assembled.get("usage")))
         prepared.transcript.final_response = final
-        prepared.transcript.usage = assembled.get("usage")
         await self.recorder.finish(prepared, status=200, upstream_t0=t0)
-        return self._replay(out, prepared.alias)
+        return [{**chunk, "model": prepared.alias} for chunk in out]
 
     @staticmethod
-    async def _replay(chunks: list[dict[str, Any]], alias: str) -> AsyncGenerator[bytes, None]:
+    async def _replay(chunks: list[dict[str, Any]]) -> AsyncGenerator[list[dict[str, Any]], None]:
         for chunk in chunks:
-            yield sse({**chunk, "model": alias})
-        yield SSE_DONE
+            yield [chunk]
+
+
+def _client_chunk(chunk: dict[str, Any], alias: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """An upstream chunk as the client gets it: the alias as model; a usage chunk sums the editors' calls too."""
+    if calls and chunk.get("usage"):
+        return {**chunk, "model": alias, "usage": total_usage(chunk["usage"], calls)}
+    return {**chunk, "model": alias}

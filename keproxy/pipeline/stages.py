@@ -112,18 +112,30 @@ class RetrieveEditsStage:
 class PostEditStage:
     """Post-edit (postEdit Algorithm 3): the answer's text choices edited against the gated edit by the
     request's post-editor; the answer unchanged when none runs. Records the transcript's ``post_edit`` and
-    ``latency_ms["post_edit"]`` and the request's ``post_edit_status``. Raises what the post-editor raises."""
+    ``latency_ms["post_edit"]``, the request's ``post_edit_status`` and its ``post_edit`` span. Raises what the
+    post-editor raises."""
 
     name = "post_edit"
 
     async def run(self, request: PreparedRequest, completion: dict[str, Any]) -> dict[str, Any]:
         if request.post_target is None or request.post_editor is None:
             return completion
+        span = request.trace.start(self.name)
         t0 = time.perf_counter()
-        edited, record = await post_edit_completion(
-            completion, request.query, request.post_target, request.post_editor, request.context_or_default()
-        )
+        try:
+            edited, record = await post_edit_completion(
+                completion,
+                request.query,
+                request.post_target,
+                request.post_editor,
+                request.context_or_default(),
+            )
+        except Exception as exc:
+            request.transcript.latency_ms[self.name] = elapsed_ms(t0)
+            span.end(request.transcript, exc)
+            raise
         request.transcript.latency_ms[self.name] = elapsed_ms(t0)
         request.transcript.post_edit = record.to_dict()
         request.post_edit_status = record.status if record.choices else "none"
+        span.end(request.transcript)
         return edited

@@ -3,8 +3,10 @@
 Start-up (lifespan) builds, in order: the embedded local model server when no upstream is configured, the
 upstream router, the correction detector, the history editors, the transcript store and the edit memory
 (``app.state.memory``, served by ``/v1/edits``; both stores in SQLite files, or in PostgreSQL with the
-``database_url`` setting); all live on ``app.state`` and are closed on shutdown. Errors of keproxy's tree, request-validation errors and unknown
-routes all answer with OpenAI's error body.
+``database_url`` setting) and the tracing (``app.state.tracing``, None unless ``otel_enabled``); all live on
+``app.state`` and are closed on shutdown. The metrics (``app.state.metrics``, ``GET /metrics``) exist from
+``create_app`` on, unless ``metrics_enabled`` is false. Errors of keproxy's tree, request-validation errors and
+unknown routes all answer with OpenAI's error body.
 """
 
 from __future__ import annotations
@@ -25,28 +27,24 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
 from keproxy import __version__
-from keproxy.corrections.detect import CompositeDetector, DetectorResources, build_detector
-from keproxy.editors.history.registry import EditorRegistry, EditorResources, strategy_names
-from keproxy.errors import ConfigError, KeproxyError, RequestTooLargeError, error_body, validation_error
-from keproxy.memory.embeddings import Embedder
-from keproxy.memory.memory import EditMemory
-from keproxy.memory.store import EditStore, SQLiteEditStore
+from keproxy.errors import KeproxyError, RequestTooLargeError, error_body, validation_error
 from keproxy.models.llama_server import LocalModelServer
-from keproxy.nli import NLIBackend, NLIConfigError, get_nli_backend
-from keproxy.pipeline import ChatService
+from keproxy.observability import Metrics, Tracing
+from keproxy.pipeline import build_pipeline
 from keproxy.proxy.auth import Authenticator
 from keproxy.proxy.chat import PATH, ChatCompletionsEndpoint, chat_completions_schema
 from keproxy.proxy.demo import demo_router
 from keproxy.proxy.edits import edits_router
+from keproxy.proxy.metrics import RequestMetrics, metrics_router
 from keproxy.proxy.models import models_router
 from keproxy.proxy.passthrough import forward_unrouted
 from keproxy.proxy.responses import responses_router
+from keproxy.proxy.startup import check_settings
 from keproxy.proxy.transcripts import transcripts_router
 from keproxy.settings import ModelRoute, Settings
-from keproxy.transcripts import SQLiteTranscriptStore, TranscriptStore
 from keproxy.upstream import UpstreamRouter
 
-__all__ = ["check_settings", "create_app"]
+__all__ = ["check_settings", "create_app"]  # check_settings: keproxy.proxy.startup's, for callers of app
 
 logger = logging.getLogger("keproxy")
 
@@ -61,14 +59,6 @@ def _openai_error(
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 
-def _build_detector(settings: Settings, resources: DetectorResources) -> CompositeDetector:
-    """The configured detectors combined in order; raises ConfigError on an unknown name."""
-    try:
-        return build_detector(settings.detectors, resources)
-    except KeyError as exc:
-        raise ConfigError(f"detectors: {exc.args[0]}", param="detectors") from None
-
-
 def _routes(settings: Settings, local: LocalModelServer | None) -> tuple[list[ModelRoute], ModelRoute | None]:
     if settings.mock_response is not None:
         mock = [r.model_copy(update={"mock_response": settings.mock_response}) for r in settings.models]
@@ -80,24 +70,11 @@ def _routes(settings: Settings, local: LocalModelServer | None) -> tuple[list[Mo
             alias=settings.local_model.alias,
             model=f"openai/{settings.local_model.alias}",
             api_base=local.api_base,
-            transport="http",
+            transport="llama-cpp",
             strategy=settings.default_strategy,
         )
         return [route], None
     return list(settings.models), None
-
-
-def _stores(settings: Settings) -> tuple[TranscriptStore, EditStore]:
-    """The transcript log and the edit store: both on PostgreSQL with ``database_url``, else SQLite files.
-    Raises ConfigError when psycopg is missing or the database cannot be reached."""
-    if settings.database_url is None:
-        return SQLiteTranscriptStore(settings.transcripts_path), SQLiteEditStore(settings.edits_path)
-    try:
-        from keproxy.memory.pg_store import PostgresEditStore
-        from keproxy.transcripts.postgres import PostgresTranscriptStore
-    except ImportError as exc:
-        raise ConfigError(f"database_url: {exc}", param="database_url") from None
-    return PostgresTranscriptStore(settings.database_url), PostgresEditStore(settings.database_url)
 
 
 class KeproxyAPI(FastAPI):
@@ -106,14 +83,22 @@ class KeproxyAPI(FastAPI):
 
     max_body_bytes: the largest request body. Chat completions check it as they read; the other routes answer
     413 with OpenAI's error body from the ``content-length`` header, and FastAPI's own limit (a plain-text
-    413) covers a body sent without one."""
+    413) covers a body sent without one. metrics: where every HTTP request is counted (``RequestMetrics``);
+    None: nowhere."""
 
-    def __init__(self, *, max_body_bytes: int, **kwargs: Any) -> None:
+    def __init__(self, *, max_body_bytes: int, metrics: Metrics | None = None, **kwargs: Any) -> None:
         super().__init__(max_body_size=max_body_bytes, **kwargs)
         self.max_body_bytes = max_body_bytes
         self._chat_completions = ChatCompletionsEndpoint(self.state)
+        self._request_metrics = RequestMetrics(metrics, direct_paths=[PATH]) if metrics is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._request_metrics is not None and scope["type"] == "http":
+            await self._request_metrics(scope, receive, send, self._dispatch)
+            return
+        await self._dispatch(scope, receive, send)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == PATH:
             scope["app"] = self
             await self._chat_completions(scope, receive, send)
@@ -133,34 +118,11 @@ def _content_length(scope: MutableMapping[str, Any]) -> int:
     return 0
 
 
-def _nli_backend(spec: str | None) -> NLIBackend | None:
-    """The configured NLI backend, checked now (a missing model stops start-up with one line naming the
-    command that builds it) and loaded on first use. Raises NLIConfigError."""
-    if not spec:
-        return None
-    try:
-        return get_nli_backend(spec)
-    except NLIConfigError as exc:
-        raise NLIConfigError(f"nli_backend {spec!r}: {exc}", param="nli_backend") from None
+def create_app(settings: Settings, *, tracing: Tracing | None = None) -> FastAPI:
+    """The keproxy ASGI app for ``settings``. Raises ConfigError at start-up on bad configuration.
 
-
-def check_settings(settings: Settings) -> None:
-    """What start-up checks before it listens: every strategy and detector named by the settings exists, and
-    the models they need (the NLI adapter, the correction taggers) can be found. Raises ConfigError with one
-    line naming the setting and the fix."""
-    names = strategy_names()
-    named = [("default_strategy", settings.default_strategy)]
-    named += [(f"models[{route.alias!r}].strategy", route.strategy) for route in settings.models]
-    for param, name in named:
-        if name not in names:
-            raise ConfigError(
-                f"{param}: unknown strategy {name!r}; available: {', '.join(names)}", param=param
-            )
-    _nli_backend(settings.nli_backend)
-
-
-def create_app(settings: Settings) -> FastAPI:
-    """The keproxy ASGI app for ``settings``. Raises ConfigError at start-up on bad configuration."""
+    tracing: the requests' tracer, used as given (its owner shuts it down); default: the one of the settings
+    (``Tracing.from_settings``: None unless ``otel_enabled``), built at start-up and flushed at shutdown."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -172,29 +134,11 @@ def create_app(settings: Settings) -> FastAPI:
             await local.start()
         routes, catch_all = _routes(settings, local)
         upstreams = UpstreamRouter(routes, catch_all=catch_all)
-        embedder = Embedder.from_name_or_path(settings.embedding_model, threads=settings.torch_threads)
-        nli = _nli_backend(settings.nli_backend)
-        judge = {"model": settings.judge_model} if settings.judge_model else {}
-        detector_resources = DetectorResources(
-            encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge,
-            learned=settings.learned_detector,
-        )  # fmt: skip
-        store, edit_store = _stores(settings)
-        memory = EditMemory(
-            edit_store,
-            embedder,
-            index_dir=settings.edit_index_dir,
-            large=settings.edit_index,
-        )
-        app.state.memory = memory
-        app.state.service = ChatService(
-            settings,
-            upstreams,
-            _build_detector(settings, detector_resources),
-            EditorRegistry(EditorResources(embedder=embedder, nli=nli, settings=settings)),
-            store,
-            memory=memory,
-        )
+        own_tracing = Tracing.from_settings(settings) if tracing is None else None
+        app.state.tracing = tracing or own_tracing
+        pipeline = build_pipeline(settings, upstreams, metrics=app.state.metrics, tracing=app.state.tracing)
+        app.state.memory = pipeline.memory
+        app.state.service = pipeline.service
         # start-up objects (modules, settings, models) never become garbage: keep them out of the collector's
         # full passes, which otherwise walk them all and show up as multi-millisecond p99 stalls
         gc.freeze()
@@ -202,18 +146,25 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             await upstreams.aclose()
-            await store.aclose()
-            await asyncio.to_thread(memory.close)
+            await pipeline.aclose()
+            if own_tracing is not None:
+                await asyncio.to_thread(own_tracing.shutdown)  # exports the spans still queued
             if local is not None:
                 await local.stop()
 
+    metrics = Metrics() if settings.metrics_enabled else None
     # FastAPI's telemetry hooks read os.environ on every request (~2-3% of a passthrough's CPU, py-spy)
     app = KeproxyAPI(
         max_body_bytes=settings.max_body_bytes,
+        metrics=metrics,
         title="keproxy", version=__version__, lifespan=lifespan,
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )  # fmt: skip
     app.state.auth = Authenticator(settings.api_keys)  # keys, tenants and rate limits (keproxy.proxy.auth)
+    app.state.metrics = metrics
+    app.state.tracing = tracing
+    if metrics is not None:
+        app.include_router(metrics_router)  # GET /metrics, no key (keproxy.proxy.metrics)
     app.include_router(models_router)
     app.include_router(transcripts_router)
     app.include_router(edits_router)

@@ -33,8 +33,10 @@ from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
 from keproxy.errors import KeproxyError, RequestTooLargeError, error_body, invalid_json, validation_error
+from keproxy.observability import TRACE_HEADERS
 from keproxy.pipeline import SSE_DONE, ChatService, PreparedRequest, new_request_id
 from keproxy.proxy.auth import Authenticator, Principal
+from keproxy.proxy.metrics import ALIAS_SCOPE_KEY
 from keproxy.proxy.protocol import ChatCompletionRequest
 
 __all__ = ["PATH", "ChatCompletionsEndpoint", "chat_completions_schema"]
@@ -73,10 +75,14 @@ class ChatCompletionsEndpoint:
             if body is None:
                 return  # the client left before sending its body: nothing to answer
             wire, request = _parse(body)
-            prepared = await service.prepare(request, new_request_id(), tenant=principal.tenant, wire=wire)
+            trace_headers = _trace_headers(scope) if service.tracing is not None else None
+            prepared = await service.prepare(
+                request, new_request_id(), tenant=principal.tenant, wire=wire, trace_headers=trace_headers
+            )
         except Exception as exc:
             await _send_error(send, exc)
             return
+        scope[ALIAS_SCOPE_KEY] = prepared.route_alias  # the metrics' alias label (keproxy.proxy.metrics)
         try:
             await _respond(service, prepared, request.stream, receive, send)
         except Exception as exc:
@@ -100,6 +106,13 @@ def _authenticate(auth: Authenticator, scope: Scope) -> Principal:
             header = value.decode("latin-1")
             break
     return auth.authenticate(header)
+
+
+def _trace_headers(scope: Scope) -> dict[str, str]:
+    """The request's W3C trace context headers (``traceparent``, ``tracestate``), by lower-case name."""
+    return {
+        name.decode(): value.decode("latin-1") for name, value in scope["headers"] if name in TRACE_HEADERS
+    }
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | None:

@@ -20,10 +20,22 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
+#: The id of the card that stands for every other name when a catch-all route answers them.
+CATCH_ALL_ID = "*"
+
+
 @models_router.get(
-    "/v1/models", response_model=ModelList, dependencies=[Depends(require_api_key)], tags=["openai"]
+    "/v1/models",
+    response_model=ModelList,
+    response_model_exclude_none=True,
+    dependencies=[Depends(require_api_key)],
+    tags=["openai"],
 )
 async def list_models(request: Request) -> ModelList:
-    """The public model aliases."""
+    """The public model aliases, in configuration order; with a catch-all route (``--mock-response``), a last
+    card ``{"id": "*", "catch_all": true}`` says that any other name is answered too."""
     service: ChatService = request.app.state.service
-    return ModelList(data=[ModelCard(id=alias) for alias in service.router.aliases()])
+    cards = [ModelCard(id=alias) for alias in service.router.aliases()]
+    if service.router.has_catch_all:
+        cards.append(ModelCard(id=CATCH_ALL_ID, catch_all=True))
+    return ModelList(data=cards)

@@ -80,7 +80,7 @@ async def _forward(request: Request) -> Response:
     _, upstream = service.router.resolve(model)
     if not isinstance(upstream, HTTPUpstream):
         raise _unsupported(
-            method, path, f"model {model!r} goes to {upstream.name} through litellm, and keproxy forwards "
+            method, path, f"model {model!r} is served through litellm ({upstream.name}), and keproxy forwards "
             "other endpoints only to OpenAI-protocol upstreams"
         )  # fmt: skip
     status, body = await upstream.forward(path.removeprefix("/v1"), wire)

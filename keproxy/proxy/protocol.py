@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from keproxy.pipeline import KeproxyOptions
+
 __all__ = [
     "ChatCompletionRequest",
     "ChatMessage",
@@ -33,30 +35,6 @@ class ChatMessage(OpenAIBaseModel):
 
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[dict[str, Any]] | None = None
-
-
-class KeproxyOptions(BaseModel):
-    """keproxy extension, sent by OpenAI clients as ``extra_body={"keproxy": {...}}``; never forwarded."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    strategy: str | None = Field(
-        default=None, description="History editing strategy for this request (e.g. 'otc', 'patch')."
-    )
-    edit_mode: Literal["off", "postedit", "prompt", "ike", "serac"] | None = Field(
-        default=None,
-        description="How retrieved edits reach the answer ('postedit': the answer is post-edited and the "
-        "upstream never sees the edit; 'prompt' / 'ike' / 'serac': the edit is put into the forwarded "
-        "request); default: the `edit_mode` setting.",
-    )
-    post_editor: str | None = Field(
-        default=None, description="Post-editor for edit_mode 'postedit' (e.g. 'span', 'llm', 'local')."
-    )
-    session: str | None = Field(
-        default=None,
-        min_length=1,
-        description="Conversation id: session-scoped edits (and corrections stored as edits) belong to it.",
-    )
 
 
 class ChatCompletionRequest(OpenAIBaseModel):
@@ -116,6 +94,11 @@ class ModelCard(OpenAIBaseModel):
     object: Literal["model"] = "model"
     created: int = 0
     owned_by: str = "keproxy"
+    catch_all: bool | None = Field(
+        default=None,
+        description="Not in OpenAI's spec (keproxy): true on the card with id '*', present when any model name "
+        "is answered (--mock-response mode).",
+    )
 
 
 class ModelList(OpenAIBaseModel):

@@ -45,6 +45,7 @@ from keproxy.pipeline.responses_stream import (
 )
 from keproxy.proxy.auth import Principal, require_api_key
 from keproxy.proxy.json_route import JSONRoute
+from keproxy.proxy.metrics import ALIAS_SCOPE_KEY
 from keproxy.proxy.protocol import ChatCompletionRequest, ResponseCreateRequest
 from keproxy.upstream import responses_transport
 
@@ -92,7 +93,11 @@ async def create_response(body: ResponseCreateRequest, request: Request, princip
     except ValidationError as exc:  # the translated messages (e.g. a tool message without call id)
         raise validation_error(exc.errors()) from None
     request_id = new_request_id()
-    prepared = await service.prepare(chat, request_id, tenant=principal.tenant, wire=chat_body)
+    trace_headers = {k: v for k, v in request.headers.items() if k in ("traceparent", "tracestate")}
+    prepared = await service.prepare(
+        chat, request_id, tenant=principal.tenant, wire=chat_body, trace_headers=trace_headers or None
+    )
+    request.scope[ALIAS_SCOPE_KEY] = prepared.route_alias  # the metrics' alias label (keproxy.proxy.metrics)
     if native and prepared.post_editor is not None:  # post-editors read chat completions: translate after all
         try:
             chat_request_body(wire)

@@ -15,6 +15,11 @@ picks a free port first and holds it (bound, never listening) while the workers 
 
 Each worker has its own edit index (caught up with the shared store before every retrieval), transcript
 writer (SQLite serialises the commits) and rate limiter (a key's ``rpm`` applies per worker).
+
+Metrics: the workers run prometheus-client in multiprocess mode, every one writing its values to one folder
+(``PROMETHEUS_MULTIPROC_DIR``, set in the workers' environment), so that ``/metrics``, whichever worker answers
+it, reports the whole server. The folder is the variable's value when the parent has it (its ``*.db`` files are
+removed first, as prometheus-client requires), else a temporary folder removed when the workers have stopped.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ import contextlib
 import logging
 import multiprocessing
 import multiprocessing.connection
+import os
+import shutil
 import signal
 import socket
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +60,37 @@ def reuseport_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+@contextlib.contextmanager
+def _multiprocess_metrics() -> Iterator[Path]:
+    """The metrics folder shared by the workers, in this process's environment (inherited by the workers it
+    starts) while the context lasts; see the module docstring."""
+    from keproxy.observability import MULTIPROC_ENV
+
+    given = os.environ.get(MULTIPROC_ENV)
+    if given:
+        folder = Path(given)
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("*.db"):  # values of an earlier run would be added to this one's
+            stale.unlink()
+        yield folder
+        return
+    folder = Path(tempfile.mkdtemp(prefix="keproxy-metrics-"))
+    os.environ[MULTIPROC_ENV] = str(folder)
+    try:
+        yield folder
+    finally:
+        del os.environ[MULTIPROC_ENV]
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def serve_workers(workers: int, config: Path | None, overrides: dict[str, Any], host: str, port: int) -> int:
     """Run ``workers`` server processes on ``host:port`` until SIGINT / SIGTERM; the exit code (0 after a
     requested stop, 1 when a worker died on its own). Raises OSError when the port cannot be bound."""
+    with _multiprocess_metrics():
+        return _serve_workers(workers, config, overrides, host, port)
+
+
+def _serve_workers(workers: int, config: Path | None, overrides: dict[str, Any], host: str, port: int) -> int:
     holder = reuseport_socket(host, port)  # checks the address now, and keeps a port-0 pick reserved
     port = holder.getsockname()[1]
     context = multiprocessing.get_context("spawn")

@@ -17,8 +17,10 @@ class Transcript:
     created: unix time in seconds. latency_ms: stage -> milliseconds ("detect", "edit", "upstream",
     "total"; streams add "upstream_first_chunk"). corrections / edits: ``Correction.to_dict()`` /
     ``TextEdit.to_dict()`` lists. editor_calls: the extra upstream calls editors made, each
-    ``{"purpose", "usage", "latency_ms"}``. status: the HTTP status returned to the client (for a stream that failed
-    after it started: the status the error would have had). error: OpenAI error body, or None.
+    ``{"purpose", "usage", "latency_ms"}``. usage: the forwarded call's usage as the upstream reported it (the
+    answer the client gets sums it with the editor calls' usage). status: the HTTP status returned to the
+    client (for a stream that failed after it started: the status the error would have had). error: OpenAI
+    error body, or None.
 
     Edit memory (added in issue 4; rows written before lack these keys and read back with the defaults):
     edit_mode: "off", "postedit", "prompt", "ike" or "serac". user / session: the requester's scope.

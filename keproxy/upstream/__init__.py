@@ -2,8 +2,10 @@
 
 ``build_upstream`` picks the transport of a route: OpenAI-protocol upstreams (litellm prefixes ``openai/``,
 ``hosted_vllm/``, ``llamafile/``, ``lm_studio/``, or no prefix with an ``api_base``) take ``HTTPUpstream``,
-the pooled fast path; every other provider goes through ``LiteLLMUpstream``. ``UpstreamRouter`` maps public
-aliases to (route, upstream).
+the pooled fast path; a llama-cpp-python server (``transport: llama-cpp``, the embedded model) takes
+``LlamaCppUpstream``; every other provider goes through ``LiteLLMUpstream``. ``UpstreamRouter`` maps public
+aliases to (route, upstream). ``FunctionUpstream`` is an upstream made of two functions, for in-process
+callers that make the call themselves.
 """
 
 from __future__ import annotations
@@ -15,21 +17,28 @@ from urllib.parse import urlsplit
 from keproxy.errors import ConfigError, ModelNotFoundError
 from keproxy.settings import ModelRoute
 from keproxy.upstream.base import ResponsesUpstream, Upstream
-from keproxy.upstream.openai_http import HTTPUpstream
+from keproxy.upstream.function import FunctionUpstream
+from keproxy.upstream.llama_cpp import LlamaCppUpstream
+from keproxy.upstream.openai_http import HTTPUpstream, list_models
 
 __all__ = [
+    "OPENAI_API_BASE",
     "OPENAI_PROTOCOL_PROVIDERS",
+    "FunctionUpstream",
     "HTTPUpstream",
+    "LlamaCppUpstream",
     "ResponsesUpstream",
     "Upstream",
     "UpstreamRouter",
     "build_upstream",
+    "list_models",
     "resolve_transport",
     "responses_transport",
 ]
 
 #: litellm provider prefixes whose endpoints speak the OpenAI chat-completions protocol as is.
 OPENAI_PROTOCOL_PROVIDERS = frozenset({"openai", "hosted_vllm", "llamafile", "lm_studio"})
+#: Where an OpenAI-protocol route without ``api_base`` goes.
 OPENAI_API_BASE = "https://api.openai.com/v1"
 
 
@@ -41,7 +50,8 @@ def _split_provider(model: str) -> tuple[str | None, str]:
 
 
 def resolve_transport(route: ModelRoute) -> str:
-    """'http' or 'litellm' for ``route`` (``transport: auto`` decided by the model's provider prefix)."""
+    """'http', 'llama-cpp' or 'litellm' for ``route`` (``transport: auto`` decided by the model's provider
+    prefix)."""
     if route.mock_response is not None:
         return "litellm"
     if route.transport != "auto":
@@ -80,13 +90,17 @@ def build_upstream(route: ModelRoute) -> Upstream:
         api_key = os.environ.get(route.api_key_env)
         if not api_key and route.mock_response is None:
             raise ConfigError(
-                f"models[{route.alias}].api_key_env: environment variable {route.api_key_env} is not set"
+                f"models[{route.alias!r}].api_key_env: environment variable {route.api_key_env} is not set "
+                "(export it, or remove api_key_env)",
+                param="models",
             )
-    if resolve_transport(route) == "http":
+    transport = resolve_transport(route)
+    if transport in ("http", "llama-cpp"):
         provider, name = _split_provider(route.model)
         if provider not in OPENAI_PROTOCOL_PROVIDERS:
             name = route.model
-        return HTTPUpstream(
+        cls = HTTPUpstream if transport == "http" else LlamaCppUpstream
+        return cls(
             name=route.model,
             model=name,
             api_base=route.api_base or OPENAI_API_BASE,
@@ -118,7 +132,13 @@ class UpstreamRouter:
         self._catch_all = (catch_all, build_upstream(catch_all)) if catch_all is not None else None
 
     def aliases(self) -> list[str]:
+        """The listed aliases, in configuration order (the catch-all not among them)."""
         return list(self._routes)
+
+    @property
+    def has_catch_all(self) -> bool:
+        """True when any alias not listed is answered too (``--mock-response`` mode)."""
+        return self._catch_all is not None
 
     def resolve(self, alias: str) -> tuple[ModelRoute, Upstream]:
         """The route and upstream of ``alias``; raises ModelNotFoundError listing the aliases that exist."""

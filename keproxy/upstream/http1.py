@@ -49,6 +49,7 @@ class _Connection(asyncio.Protocol):
 
     def _reset(self) -> None:
         self.status = 0
+        self.raw_headers: list[tuple[bytes, bytes]] = []
         self.headers_done = False
         self.complete = False
         self.keep_alive = False
@@ -88,6 +89,7 @@ class _Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         name = name.lower()
+        self.raw_headers.append((name, value))
         if name == b"content-length" or (name == b"transfer-encoding" and b"chunked" in value.lower()):
             self._framed = True
 
@@ -170,6 +172,12 @@ class Response:
         self._conn = conn
         self._timeout = read_timeout
         self.status = conn.status
+        self._raw_headers = conn.raw_headers
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The response headers, names in lower case (latin-1 decoded; a repeated header: its last value)."""
+        return {name.decode("latin-1"): value.decode("latin-1") for name, value in self._raw_headers}
 
     async def read(self) -> bytes:
         """The whole body. Raises TimeoutError or ConnectionError."""

@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+import httpx
 import orjson
 
 from keproxy.errors import UpstreamError, UpstreamTimeoutError
-from keproxy.upstream.errors_map import error_for_status, redact
+from keproxy.upstream.errors_map import error_for_status, parse_error_body, redact, scrub
 from keproxy.upstream.http1 import ConnectionPool, Response
 
-__all__ = ["HTTPUpstream"]
+__all__ = ["HTTPUpstream", "list_models"]
 
 
 class HTTPUpstream:
@@ -42,7 +43,7 @@ class HTTPUpstream:
     ) -> None:
         self.name = name
         self.model = model
-        self._secrets = (api_key,)  # redacted from the upstream's error messages
+        self._secrets = (api_key,)  # redacted from the upstream's error messages (``scrub``)
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -58,14 +59,14 @@ class HTTPUpstream:
         return orjson.dumps(payload)
 
     async def _raise_for(self, resp: Response) -> None:
+        """Raise the error of a non-2xx answer (``keproxy.upstream.errors_map``: status, type, code, param and
+        retry headers kept as its table says; the API key redacted)."""
         if resp.status < 300:
             return
-        text = (await resp.read()).decode("utf-8", errors="replace")
-        try:
-            message = orjson.loads(text)["error"]["message"]
-        except Exception:
-            message = text[:500] or f"HTTP {resp.status}"
-        raise error_for_status(resp.status, redact(str(message), self._secrets), upstream=self.name)
+        info = parse_error_body(await resp.read())
+        raise error_for_status(
+            resp.status, info, upstream=self.name, headers=resp.headers, secrets=self._secrets
+        )
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST the body, return the ``chat.completion`` dict; raises UpstreamError / UpstreamTimeoutError."""
@@ -138,11 +139,12 @@ class HTTPUpstream:
                     UpstreamError(f"upstream {self.name} sent a stream chunk that is not a JSON object"),
                 )
             if "error" in chunk:
-                error = chunk["error"]
-                message = redact(
-                    str(error.get("message", "") if isinstance(error, dict) else ""), self._secrets
-                )
-                return chunks, False, UpstreamError(f"upstream {self.name} failed mid-stream: {message}")
+                info = parse_error_body(data)
+                message = scrub(info.message, self._secrets)
+                said = f" {info.type}" if info.type else ""
+                code = redact(info.code, self._secrets) if info.code else None
+                failure = UpstreamError(f"upstream {self.name} failed mid-stream{said}: {message}", code=code)
+                return chunks, False, failure
             chunks.append(chunk)
         return chunks, False, None
 
@@ -233,3 +235,28 @@ async def _line_groups(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes
         yield lines
     if rest:
         yield [rest]
+
+
+def list_models(api_base: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> list[str]:
+    """The model ids an OpenAI-protocol server lists at ``GET {api_base}/models`` (``{"data": [{"id": ...}]}``),
+    in its order. Blocking (for start-up). Raises UpstreamError when the server cannot be reached, answers
+    non-2xx, or lists nothing."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{api_base.rstrip('/')}/models"
+    try:
+        resp = httpx.get(url, headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise UpstreamError(
+            f"GET {url} failed: {redact(str(exc), (api_key,)) or type(exc).__name__}"
+        ) from None
+    if resp.status_code >= 300:
+        info = parse_error_body(resp.content)
+        raise UpstreamError(f"GET {url} answered {resp.status_code}: {redact(info.message, (api_key,))}")
+    try:
+        data = resp.json().get("data")
+        ids = [str(item["id"]) for item in data if isinstance(item, dict) and item.get("id")]
+    except (ValueError, AttributeError, TypeError):
+        raise UpstreamError(f"GET {url} did not answer an OpenAI model list") from None
+    if not ids:
+        raise UpstreamError(f"GET {url} listed no models")
+    return ids

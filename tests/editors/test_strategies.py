@@ -177,7 +177,9 @@ def test_predefined_texts_match_the_dialogue_builder_and_the_paper() -> None:
 
 def test_registry_builds_every_strategy_and_deletion_picks_its_backend() -> None:
     registry = EditorRegistry(EditorResources(nli=bram_nli()))
-    assert {"otc", "patch", "verification", "reiterate", "deletion"} <= set(registry.names())
+    assert {"otc", "patch", "reiterate-oracle", "verification", "reiterate", "deletion"} <= set(
+        registry.names()
+    )
     for name in ("verification", "reiterate", "deletion"):
         editor = registry.get(name)
         assert isinstance(editor, HistoryEditor) and editor.name == name
@@ -214,7 +216,8 @@ async def test_forwarded_flow_and_upstream_calls_follow_table_1(strategy: str, a
     d, corrections = dialogue(arrangement)
     snapshot = copy.deepcopy(d.messages)
     upstream = FakeUpstream()
-    result = await editors[strategy].edit(d.messages, corrections, EditContext(upstream=upstream))
+    context = EditContext(upstream=upstream, answer_extraction=True)  # as the KEIC harness asks
+    result = await editors[strategy].edit(d.messages, corrections, context)
     expected_flow, expected_calls = TABLE_1[(strategy, arrangement)]
     assert flow(result.messages, d) == expected_flow
     assert 1 + result.upstream_calls == 1 + len(upstream.calls) == expected_calls
@@ -227,7 +230,8 @@ async def test_verification_appends_tv_and_answer_extraction_after_the_answer() 
     upstream = FakeUpstream(
         lambda m, purpose: {"verification:answer": "Yes.", "verification:reflect": "Hmm, no."}[purpose]
     )
-    result = await VerificationEditor().edit(d.messages, corrections, EditContext(upstream=upstream))
+    context = EditContext(upstream=upstream, answer_extraction=True)
+    result = await VerificationEditor().edit(d.messages, corrections, context)
     assert [p for p, _ in upstream.calls] == ["verification:answer", "verification:reflect"]
     assert upstream.calls[0][1] == d.messages
     assert upstream.calls[1][1] == [
@@ -241,6 +245,9 @@ async def test_verification_appends_tv_and_answer_extraction_after_the_answer() 
         {"role": "user", "content": prompts.ANSWER_EXTRACTION_PROMPT},
     ]
     assert result.edits == [] and result.unresolved == []
+    live = await VerificationEditor().edit(d.messages, corrections, EditContext(upstream=FakeUpstream()))
+    assert live.messages[-1] == {"role": "user", "content": prompts.VERIFICATION_PROMPT}
+    assert live.upstream_calls == 1  # live: the client's own call answers T_v (the revised answer)
 
 
 async def test_verification_and_reiterate_wait_when_the_correction_ends_the_chat() -> None:
@@ -298,7 +305,7 @@ async def test_strategies_through_the_app_record_their_upstream_calls(tmp_path: 
             assert flow(row["forwarded_messages"], d) == TABLE_1[(strategy, "cba")][0]
         assert purposes == {
             "reiterate": ["reiterate"],
-            "verification": ["verification:answer", "verification:reflect"],
+            "verification": ["verification:answer"],  # live: the forwarded call answers T_v
             "otc": [],
         }
 

@@ -96,8 +96,8 @@ BEFORE_ANSWER = [
     ("slow", False, 504),
     ("slow", True, 504),
     ("fail500", False, 502),
-    ("fail503", False, 502),
-    ("fail503", True, 502),
+    ("fail503", False, 503),  # an upstream's 503 stays 503 (keproxy.upstream.errors_map)
+    ("fail503", True, 503),
     ("malformed", False, 502),
     ("nochoices", False, 502),
     ("reset-early", False, 502),

@@ -66,7 +66,14 @@ def test_static_files_fetch_nothing_from_elsewhere() -> None:
 def test_pickers_offer_the_strategies_and_edit_modes_that_exist() -> None:
     html = _static("demo.html")
     assert set(_options(html, "strategy")) <= set(EditorRegistry().names())
-    assert _options(html, "strategy") == ["otc", "patch", "verification", "reiterate", "deletion"]
+    assert _options(html, "strategy") == [
+        "otc",
+        "patch",
+        "reiterate-oracle",
+        "verification",
+        "reiterate",
+        "deletion",
+    ]
     edit_mode = KeproxyOptions.model_fields["edit_mode"].annotation
     modes = typing.get_args(typing.get_args(edit_mode)[0])  # Literal[...] | None
     assert _options(html, "edit-mode") == list(modes)

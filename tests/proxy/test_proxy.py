@@ -285,7 +285,8 @@ async def test_editor_upstream_calls_are_recorded(stub_client: httpx.AsyncClient
     assert [c["purpose"] for c in row["editor_calls"]] == ["probe"]
     probe_body = orjson.loads(row["forwarded_messages"][-1]["content"])
     assert probe_body["messages"] == messages[:1]
-    assert probe_body["max_tokens"] == 5 and probe_body["temperature"] == 0.3  # client params kept
+    # the editor's own max_tokens; the editors' default temperature (0), never the client's 0.3
+    assert probe_body["max_tokens"] == 5 and probe_body["temperature"] == 0.0
     assert probe_body["stream"] is False
 
     payload["model"] = "fail500"

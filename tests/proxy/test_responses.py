@@ -9,6 +9,8 @@ tool.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import SecretStr
 
+from keproxy.proxy.app import create_app
 from keproxy.settings import Settings, load_settings
 from tests.conftest import client_for
+from tests.editors.test_postedit import FRENCH, QUERY, darrieux
 from tests.upstream_stub import StubUpstream, ThreadedServer
 
 FIRST = "The meeting is on Tuesday at 3pm in Room 204. Please bring your laptop."
@@ -125,8 +129,13 @@ class RecordingUpstream(ThreadedServer):
                 return Response(orjson.dumps(_native_response(body)), media_type="application/json")
             if path == "vendor/rerank":
                 return Response(orjson.dumps({"object": "rerank", "query": body["query"]}))
-            if path == "chat/completions":
+            if path == "chat/completions" and body["model"] == "tool-model":
                 return _tool_call_chat(body)
+            if path == "chat/completions":
+                message = {"role": "assistant", "content": FRENCH}
+                completion = {"id": "chatcmpl-n", "object": "chat.completion", "created": 1, "model": body["model"],
+                              "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+                return Response(orjson.dumps(completion), media_type="application/json")
             if path == "embeddings":
                 vector = {"object": "embedding", "index": 0, "embedding": [0.25, -0.5]}
                 data = {"object": "list", "data": [vector], "model": body["model"],
@@ -173,7 +182,7 @@ def settings(
     base = f"{recording.url}/v1"
     models = [
         {"alias": name, "model": f"openai/{name}", "api_base": stub_upstream.api_base, "timeout_s": 5.0}
-        for name in ("echo", "plain", "fail500", "truncated")
+        for name in ("echo", "plain", "fail500", "truncated", "dribble")
     ]
     models += [
         {"alias": "native", "model": "openai/gpt-test", "api_base": base, "responses": "native"},
@@ -362,6 +371,54 @@ async def test_native_stream_relays_the_upstream_events(
     assert row["stream"] is True and row["final_response"]["status"] == "completed"
 
 
+async def test_a_native_request_a_post_editor_edits_goes_as_a_chat_completion(
+    client: openai.AsyncOpenAI, http: httpx.AsyncClient, recording: RecordingUpstream
+) -> None:
+    """Post-editors read chat completions: with a gated edit (edit_mode postedit) a native route's request is
+    translated, when it can be; when it cannot, a 400 says why (and the request is logged)."""
+    http.app.state.memory.add(darrieux())  # type: ignore[attr-defined]
+    native_calls = len(recording.bodies.get("responses", []))
+    options = {"keproxy": {"edit_mode": "postedit"}}
+    raw = await client.responses.with_raw_response.create(model="native", input=QUERY, extra_body=options)
+    assert raw.headers["x-keproxy-post-edit"] == "edited"
+    assert "English" in raw.parse().output_text and "French" not in raw.parse().output_text
+    assert recording.last("chat/completions")["messages"] == [{"role": "user", "content": QUERY}]
+    assert len(recording.bodies.get("responses", [])) == native_calls
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.responses.create(
+            model="native", input=QUERY, previous_response_id="resp_1", extra_body=options
+        )
+    assert "edit_mode postedit translates this request" in caught.value.message
+    assert isinstance(caught.value.body, dict) and caught.value.body["param"] == "previous_response_id"
+
+
+async def test_a_client_that_leaves_mid_stream_releases_the_upstream(
+    settings: Settings, stub_upstream: StubUpstream
+) -> None:
+    """A real server: the client drops a Responses stream after its first text delta while the upstream is
+    still sending (it would take 10 s); keproxy closes the upstream stream and logs the request (499)."""
+    app = create_app(settings)
+    with ThreadedServer(app) as server:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        body = orjson.dumps({"model": "dribble", "input": "x", "stream": True})
+        writer.write(b"POST /v1/responses HTTP/1.1\r\nhost: keproxy\r\ncontent-type: application/json\r\n"
+                     + f"content-length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip
+        seen = b""
+        while b"response.output_text.delta" not in seen:
+            part = await asyncio.wait_for(reader.read(4096), 10)
+            assert part, "the server closed the stream before the first delta"
+            seen += part
+        writer.close()
+        store = app.state.service.store
+        deadline = time.monotonic() + 8
+        while stub_upstream.active_streams or not any(t.alias == "dribble" for t in store.iter_all()):
+            assert time.monotonic() < deadline, (
+                "the upstream stream stayed open or the request was not logged"
+            )
+            await asyncio.sleep(0.05)
+        assert [t.status for t in store.iter_all() if t.alias == "dribble"] == [499]
+
+
 # -- errors ------------------------------------------------------------------------------------------------
 
 
@@ -400,8 +457,14 @@ async def test_upstream_failures_are_openai_errors(
     with pytest.raises(openai.APIStatusError) as caught:
         await client.responses.create(model="fail500", input="Hi")
     assert caught.value.status_code == 502 and "stub exploded" in caught.value.message
+    with pytest.raises(openai.APIStatusError) as caught:  # a stream that fails before it starts: a status
+        await client.responses.create(model="fail500", input="Hi", stream=True)
+    assert caught.value.status_code == 502 and isinstance(caught.value.body, dict)
+    assert caught.value.body["type"] == "upstream_error"
     with pytest.raises(openai.BadRequestError):  # a native upstream's 400 keeps its status
         await client.responses.create(model="rejects", input="Hi")
+    with pytest.raises(openai.BadRequestError):
+        await client.responses.create(model="rejects", input="Hi", stream=True)
     stream = await client.responses.create(model="truncated", input="Hi", stream=True)
     events = [event async for event in stream]  # the stub breaks off after one chunk
     assert [e.type for e in events[-2:]] == ["error", "response.failed"]

@@ -122,9 +122,9 @@ def test_key_configuration_is_validated(tmp_path: Path) -> None:
     keys = load_settings(config).api_keys
     assert isinstance(keys[0], SecretStr) and keys[0].get_secret_value() == LEGACY
     assert isinstance(keys[1], ApiKey) and (keys[1].tenant, keys[1].admin) == ("acme", True)
-    with pytest.raises(ConfigError, match=r"api_keys\.0\.hashed\.hash"):
+    with pytest.raises(ConfigError, match=r"api_keys\[0\]\.hash:"):
         load_settings(api_keys=[{"hash": "sha256:not-hex"}])
-    with pytest.raises(ConfigError, match=r"api_keys\.0\.hashed\.tenant"):
+    with pytest.raises(ConfigError, match=r"api_keys\[0\]\.tenant:"):
         load_settings(api_keys=[{"hash": hash_key("k"), "tenant": "no spaces"}])
     with pytest.raises(ConfigError, match="repeats an earlier key"):
         load_settings(api_keys=["k", {"hash": hash_key("k"), "tenant": "acme"}])

@@ -1,7 +1,8 @@
 """History editors: KEIC §3's strategies, one module each, named by the strategy registry (``registry``).
 
-``otc`` (One-Turn Correction: pass through), ``patch`` (the located stale spans rewritten), ``verification``,
-``reiterate``, ``deletion`` (Algorithm 1, a package); ``prompts``: the KEIC prompts they send.
+``otc`` (One-Turn Correction: pass through), ``patch`` (the located stale spans rewritten),
+``reiterate-oracle`` (the story patched, added as T_r), ``verification``, ``reiterate``, ``deletion``
+(Algorithm 1, a package); ``prompts``: the KEIC prompts they send.
 """
 
 from keproxy.editors.history.otc import OTCEditor

@@ -1,8 +1,9 @@
 """The ``patch`` history editor: replace the corrected span by the new text in every earlier turn.
 
-This is the string-replacement "oracle of Reiterate" of KEIC (§4.5, App. H.2) applied to the whole chat
-history instead of the story only: the model is sent a history in which the false fact was never stated,
-with no extra upstream call. A correction that names its old span ([O], templates 1-9) is replaced
+It borrows the string replacement of KEIC's "oracle of Reiterate" (§4.5, App. H.2) but applies it to the
+whole chat history in place: the model is sent a history in which the false fact was never stated, with no
+extra upstream call. The paper's oracle itself (T_f kept, the patched story added as T_r) is
+``reiterate-oracle``. A correction that names its old span ([O], templates 1-9) is replaced
 directly; a new-only correction ([N] only, templates 10-15) is first located by :class:`SpanLocator`.
 """
 

@@ -1,7 +1,8 @@
 """Named history editors (KEIC strategies): the ``strategy`` registry.
 
-Built-in, the KEIC §3 strategies: ``otc`` (One-Turn Correction: pass through), ``patch`` (the paper's "oracle
-of Reiterate", done automatically), ``verification``, ``reiterate`` and ``deletion`` (Algorithm 1). Each lives
+Built-in, the KEIC §3 strategies: ``otc`` (One-Turn Correction: pass through), ``patch`` (the corrected span
+replaced in every earlier turn), ``reiterate-oracle`` (§4.5: T_f kept, the patched story added as T_r),
+``verification``, ``reiterate`` and ``deletion`` (Algorithm 1). Each lives
 in its own module with a ``factory(resources: EditorResources) -> HistoryEditor``, registered by one line in
 :data:`HISTORY_EDITORS`. Third parties add strategies through the entry-point group ``keproxy.history_editors``
 (see ``keproxy.plugins``).
@@ -56,6 +57,7 @@ HISTORY_EDITORS: Registry[EditorFactory] = Registry(
     {
         "otc": "keproxy.editors.history.otc:factory",
         "patch": "keproxy.editors.history.patch:factory",
+        "reiterate-oracle": "keproxy.editors.history.reiterate_oracle:factory",
         "verification": "keproxy.editors.history.verification:factory",
         "reiterate": "keproxy.editors.history.reiterate:factory",
         "deletion": "keproxy.editors.history.deletion.editor:factory",

@@ -7,7 +7,10 @@ again, in its own words, just before the rest of the conversation (KEIC §3, aft
 Ghosts"). Conversation flows (Table 1): CAM ``T_f T_c T_r T_o T_i``, CBA ``T_f T_o T_c T_r T_i``; 2 upstream
 calls per request in all, no answer extraction.
 
-The string-replacement oracle of Reiterate (§4.5) is the ``patch`` strategy.
+The retelling is keproxy's own call: temperature 0 and enough tokens for the story (``keproxy.generation``:
+sized from the longest earlier turn, the story T_f), never the client's max_tokens or stop. The oracle of
+Reiterate (§4.5: T_r's answer is the story patched with the correction) is ``reiterate-oracle``
+(:mod:`keproxy.editors.history.reiterate_oracle`).
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult
 from keproxy.editors.history.prompts import REITERATE_PROMPT
 from keproxy.editors.history.registry import EditorResources
 from keproxy.errors import ConfigError
-from keproxy.messages import Message, copy_messages
+from keproxy.generation import EditorGeneration
+from keproxy.messages import Message, copy_messages, message_text
 
-__all__ = ["ReiterateEditor", "reply_text", "require_upstream"]
+__all__ = ["ReiterateEditor", "exchange_end", "reply_text", "require_upstream", "story_text"]
 
 
 def reply_text(completion: Mapping[str, Any]) -> str:
@@ -50,6 +54,23 @@ def require_upstream(context: EditContext, strategy: str) -> Any:
     return context.upstream
 
 
+def exchange_end(messages: Sequence[Message], correction: Correction) -> int | None:
+    """Where T_r goes: the index right after the correction's exchange (T_c at ``correction.turn_index``, and
+    the assistant's answer to it when the next message is one, b7 of Fig. 3c); None when that exchange ends the
+    conversation (nothing after T_c to answer yet: the next request will hold the exchange)."""
+    end = correction.turn_index + 1
+    if end < len(messages) and messages[end].get("role") == "assistant":
+        end += 1
+    return end if end < len(messages) else None
+
+
+def story_text(messages: Sequence[Message], before: int) -> str:
+    """The longest user or assistant text of ``messages[:before]``: the story T_f in a KEIC dialogue, what
+    a retelling is sized from ("" when there is none)."""
+    texts = [message_text(m) for m in messages[:before] if m.get("role") in ("user", "assistant")]
+    return max(texts, key=len, default="")
+
+
 class ReiterateEditor:
     """History editor "reiterate" (KEIC §3, Fig. 3c).
 
@@ -63,9 +84,15 @@ class ReiterateEditor:
     hold the exchange) or when the reply is empty. Only the last correction gets a T_r: the story retold then
     carries all corrections before it. ``edits`` stays empty (insertions are not span edits);
     ``upstream_calls`` is 1. Raises ConfigError without an upstream and what the upstream call raises.
+
+    generation: the call's parameters; its max_tokens is sized from :func:`story_text` (default
+    ``EditorGeneration()``: temperature 0, 256 + 1.5 x the story's estimated tokens).
     """
 
     name = "reiterate"
+
+    def __init__(self, generation: EditorGeneration | None = None) -> None:
+        self.generation = generation or EditorGeneration()
 
     async def edit(
         self,
@@ -77,14 +104,13 @@ class ReiterateEditor:
         if not corrections:
             return HistoryEditResult(messages=out)
         last = max(corrections, key=lambda c: c.turn_index)
-        end = last.turn_index + 1
-        if end < len(out) and out[end].get("role") == "assistant":
-            end += 1
-        if end >= len(out):
+        end = exchange_end(out, last)
+        if end is None:
             return HistoryEditResult(messages=out, unresolved=[last])
         upstream = require_upstream(context, self.name)
         ask: Message = {"role": "user", "content": REITERATE_PROMPT}
-        story = reply_text(await upstream([*out[:end], ask], purpose="reiterate"))
+        params = self.generation.params(story_text(out, last.turn_index))
+        story = reply_text(await upstream([*out[:end], ask], purpose="reiterate", **params))
         if not story.strip():
             return HistoryEditResult(messages=out, unresolved=[last], upstream_calls=1)
         retold: Message = {"role": "assistant", "content": story}
@@ -92,5 +118,5 @@ class ReiterateEditor:
 
 
 def factory(resources: EditorResources) -> HistoryEditor:
-    """The ``reiterate`` strategy (``keproxy.editors.history.registry``)."""
-    return ReiterateEditor()
+    """The ``reiterate`` strategy (``keproxy.editors.history.registry``), with the ``editor_generation`` setting."""
+    return ReiterateEditor(resources.settings.editor_generation if resources.settings is not None else None)

@@ -21,6 +21,7 @@ from keproxy.editors.postedit.prompts import fill_t_edit, is_retain
 from keproxy.editors.postedit.registry import PostEditorResources
 from keproxy.errors import ConfigError, KeproxyError, UpstreamError
 from keproxy.memory.edits import RetrievedEdit
+from keproxy.upstream.errors_map import strip_traceback
 from keproxy.upstream.json_answer import answer_text, import_litellm
 
 __all__ = ["LLMPostEditor", "parse_output"]
@@ -82,7 +83,9 @@ class LLMPostEditor:
         except KeproxyError:
             raise
         except Exception as exc:
-            raise UpstreamError(f"post-editor model {self.model} failed: {exc}") from exc
+            raise UpstreamError(
+                f"post-editor model {self.model} failed: {strip_traceback(str(exc))}"
+            ) from exc
         dumped: dict[str, Any] = result if isinstance(result, dict) else result.model_dump()
         return dumped
 

@@ -30,11 +30,13 @@ def complete_with_transcript(
     *,
     model: str,
     strategy: str,
+    options: Mapping[str, Any] | None = None,
     **params: Any,
 ) -> tuple[str, str, dict[str, Any]]:
     """Send ``messages`` through the proxy with ``strategy`` (and ``params``: temperature, max_tokens, ...),
-    then fetch the request's transcript; returns (request id, response text, transcript). The transcript's
-    ``usage`` is filled from the response when the proxy logged none.
+    then fetch the request's transcript; returns (request id, response text, transcript). options: more of
+    keproxy's request options (e.g. ``{"answer_extraction": True}``). The transcript's ``usage`` is filled
+    from the response when the proxy logged none.
 
     Raises what the openai client raises for the chat call (openai.OpenAIError), and ReplayError when the
     response has no request id or the transcript cannot be fetched.
@@ -42,7 +44,7 @@ def complete_with_transcript(
     raw = client.chat.completions.with_raw_response.create(
         model=model,
         messages=messages,  # type: ignore[arg-type]
-        extra_body={"keproxy": {"strategy": strategy}},
+        extra_body={"keproxy": {**(options or {}), "strategy": strategy}},
         **params,
     )
     request_id = raw.headers.get(REQUEST_ID_HEADER)

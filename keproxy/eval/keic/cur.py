@@ -70,6 +70,11 @@ _FLOWS: dict[str, dict[str, str]] = {
         "cba": "T_f T_o T_c T_r T_i",
         "cim": "T_f T_o T_c T_r T_o T_i",
     },
+    "reiterate-oracle": {
+        "cam": "T_f T_c T_r* T_o T_i",
+        "cba": "T_f T_o T_c T_r* T_i",
+        "cim": "T_f T_o T_c T_r* T_o T_i",
+    },
     "patch": {"cam": "T_f* T_c T_o* T_i", "cba": "T_f* T_o* T_c T_i", "cim": "T_f* T_o* T_c T_o* T_i"},
     "deletion": {"cam": "T_f* T_c T_o* T_i", "cba": "T_f* T_o* T_c T_i", "cim": "T_f* T_o* T_c T_o* T_i"},
     "baseline": {"none": "T_f' T_o T_i"},

@@ -36,6 +36,7 @@ __all__ = [
     "ARRANGEMENTS",
     "BASELINE_ARRANGEMENT",
     "CORRECTION_ACK",
+    "KEIC_OPTIONS",
     "STORY_ACK",
     "STORY_PROMPT",
     "Arrangement",
@@ -49,6 +50,10 @@ __all__ = [
     "instances_from_coqa_record",
     "load_keic",
 ]
+
+#: keproxy's request options of every KEIC request (``extra_body={"keproxy": {...}}``, beside the strategy):
+#: Verification ends with the answer-extraction turn (§4.3), so its reply is 'Yes' or 'No' first.
+KEIC_OPTIONS: Mapping[str, Any] = {"answer_extraction": True}
 
 #: The output space of a test question (KEIC §2.2: Y = {Yes, No}).
 ANSWERS: tuple[str, str] = ("Yes", "No")

@@ -47,7 +47,7 @@ from keproxy.eval.core.proxy import HarnessError, default_model, serve_proxy
 from keproxy.eval.core.transcripts import complete_with_transcript
 from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.keic.cur import CurRow, StalenessJudge, cur_markdown, cur_table, extended_cur, write_cur_csv
-from keproxy.eval.keic.data import Dialogue, build_baseline_dialogue, build_dialogue, load_keic
+from keproxy.eval.keic.data import KEIC_OPTIONS, Dialogue, build_baseline_dialogue, build_dialogue, load_keic
 from keproxy.eval.keic.metrics import (
     RunResult,
     context_updated,
@@ -171,8 +171,9 @@ def _ask(
     """Send ``job``; return the cache entry. Raises openai.APIStatusError (4xx, fatal) or RuntimeError."""
     try:
         request_id, text, transcript = complete_with_transcript(
-            client, http, job.dialogue.messages, model=model, strategy=job.sent_strategy, **params
-        )
+            client, http, job.dialogue.messages, model=model, strategy=job.sent_strategy,
+            options=KEIC_OPTIONS, **params,
+        )  # fmt: skip
     except openai.APIStatusError as exc:
         if 400 <= exc.status_code < 500 and exc.status_code not in (408, 429):
             raise

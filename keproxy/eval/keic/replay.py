@@ -27,7 +27,7 @@ from keproxy.corrections.templates import parse_template_range
 from keproxy.eval.core.progress import progress_bar
 from keproxy.eval.core.transcripts import ReplayError, complete_with_transcript
 from keproxy.eval.core.urls import proxy_root
-from keproxy.eval.keic.data import Dialogue, build_dialogue, load_keic
+from keproxy.eval.keic.data import KEIC_OPTIONS, Dialogue, build_dialogue, load_keic
 from keproxy.eval.keic.metrics import ReplayResult, context_updated, extract_answer, score_answer, summarize
 
 __all__ = [
@@ -148,6 +148,7 @@ def _replay_one(
             dialogue.messages,
             model=model,
             strategy=strategy,
+            options=KEIC_OPTIONS,
             temperature=0,
             max_tokens=max_tokens,
         )

@@ -41,6 +41,7 @@ from keproxy.editors.history.deletion.nli import NLIJudge, RuleRewriter
 from keproxy.editors.history.patch import apply_span_edits
 from keproxy.editors.history.registry import EditorResources
 from keproxy.errors import ConfigError
+from keproxy.generation import EditorGeneration
 from keproxy.messages import Message, copy_messages, message_text
 from keproxy.nli.base import NLIBackend
 
@@ -188,11 +189,13 @@ class DeletionEditor:
         locator: SpanLocator | None = None,
         max_edits_per_turn: int = MAX_EDITS_PER_TURN,
         token_budget: int = TOKEN_BUDGET,
+        generation: EditorGeneration | None = None,
     ) -> None:
-        """Raises ValueError on a non-positive cap or budget, or on bad ``nli_options`` thresholds."""
+        """generation: the LLM backend's call parameters (``keproxy.generation``). Raises ValueError on a
+        non-positive cap or budget, or on bad ``nli_options`` thresholds."""
         if max_edits_per_turn < 1 or token_budget < 1:
             raise ValueError("max_edits_per_turn and token_budget must be >= 1")
-        llm = LLMBackend()
+        llm = LLMBackend(generation)
         self.locator = locator if locator is not None else SpanLocator(None)
         self.judge: InconsistencyJudge = judge or (NLIJudge(nli, **(nli_options or {})) if nli else llm)
         self.rewriter: Rewriter = rewriter or (RuleRewriter(self.locator) if nli else llm)
@@ -416,11 +419,13 @@ class _Seed:
 
 def factory(resources: EditorResources) -> HistoryEditor:
     """The ``deletion`` strategy (``keproxy.editors.history.registry``): with the NLI backend when one is configured,
-    else with the upstream model (KEIC App. F); threshold and token budget from the history settings."""
+    else with the upstream model (KEIC App. F); threshold, token budget and the LLM backend's generation
+    parameters (``editor_generation``) from the history settings."""
     settings = resources.settings
     return DeletionEditor(
         nli=resources.nli,
         nli_options={"threshold": settings.deletion_threshold} if settings is not None else None,
         locator=SpanLocator(resources.embedder),
         token_budget=settings.deletion_token_budget if settings is not None else TOKEN_BUDGET,
+        generation=settings.editor_generation if settings is not None else None,
     )

@@ -32,6 +32,7 @@ from keproxy.editors.history.prompts import (
     STORY_MODIFY_PROMPT,
 )
 from keproxy.editors.history.reiterate import reply_text, require_upstream
+from keproxy.generation import EditorGeneration
 from keproxy.messages import Message
 
 __all__ = ["LLMBackend", "parse_qa"]
@@ -64,6 +65,11 @@ def parse_qa(text: str) -> tuple[str, str] | None:
     return lines[0], " ".join(lines[1:])
 
 
+def _qa(turn: TurnView) -> str:
+    """A Q/A exchange as F.2 shows it: "question\nanswer"."""
+    return "\n".join(turn.texts)
+
+
 class LLMBackend:
     """INCONSISTENT and DELETE by the upstream model with the App. F templates (both protocols at once).
 
@@ -76,13 +82,23 @@ class LLMBackend:
     pushed as a new fact. So a consistent turn costs 1 call and an inconsistent one 3.
 
     Tokens charged: the upstream's ``usage`` (prompt + completion) when reported, else estimates.
+
+    generation: every call's parameters (default ``EditorGeneration()``: temperature 0), max_tokens sized from
+    the text the call checks or rewrites (the Q/A pair, or the message), so a rewritten story is never cut;
+    never the client's max_tokens or stop.
     """
 
     name = "llm"
 
-    async def _ask(self, chat: list[Message], purpose: str, budget: TokenBudget, context: EditContext) -> str:
+    def __init__(self, generation: EditorGeneration | None = None) -> None:
+        self.generation = generation or EditorGeneration()
+
+    async def _ask(
+        self, chat: list[Message], purpose: str, budget: TokenBudget, context: EditContext, text: str
+    ) -> str:
+        """One call on ``chat``, sized to rewrite ``text``; its tokens charged to ``budget``."""
         upstream = require_upstream(context, "deletion")
-        completion = await upstream(chat, purpose=purpose)
+        completion = await upstream(chat, purpose=purpose, **self.generation.params(text))
         reply = reply_text(completion)
         budget.charge(_usage_tokens(completion, chat, reply), call=True)
         return reply
@@ -94,21 +110,25 @@ class LLMBackend:
         for turn in turns:
             if turn.is_exchange:
                 prompts = [
-                    (Part(None), QA_CHECK_PROMPT.format(qa="\n".join(turn.texts), correction=fact.text))
+                    (Part(None), QA_CHECK_PROMPT.format(qa=_qa(turn), correction=fact.text), _qa(turn))
                 ]
             else:
                 prompts = [
-                    (Part(pos, 0, len(text)), STORY_CHECK_PROMPT.format(story=text, correction=fact.text))
+                    (
+                        Part(pos, 0, len(text)),
+                        STORY_CHECK_PROMPT.format(story=text, correction=fact.text),
+                        text,
+                    )
                     for pos, text in enumerate(turn.texts)
                     if not is_short(text)
                 ]
             parts, chats, asked = [], [], 0
-            for part, prompt in prompts:
+            for part, prompt, checked in prompts:
                 if budget.exhausted:
                     break
                 asked += 1
                 chat: list[Message] = [{"role": "user", "content": prompt}]
-                reply = await self._ask(chat, "deletion:inconsistent", budget, context)
+                reply = await self._ask(chat, "deletion:inconsistent", budget, context, checked)
                 if NO_MODIFICATION not in reply.upper():
                     parts.append(part)
                     chats.append([*chat, {"role": "assistant", "content": reply}])
@@ -126,12 +146,13 @@ class LLMBackend:
             steps = (
                 (QA_MODIFY_PROMPT, QA_EXTRACT_PROMPT) if qa else (STORY_MODIFY_PROMPT, STORY_EXTRACT_PROMPT)
             )
+            rewritten = _qa(turn) if part.position is None else turn.texts[part.position]
             reply = ""
             for step in steps:
                 if budget.exhausted:
                     return Rewrite(tuple(texts), facts=tuple(facts))
                 chat = [*chat, {"role": "user", "content": step}]
-                reply = await self._ask(chat, "deletion:delete", budget, context)
+                reply = await self._ask(chat, "deletion:delete", budget, context, rewritten)
                 chat.append({"role": "assistant", "content": reply})
             if NO_MODIFICATION in reply.upper():
                 continue
