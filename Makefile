@@ -11,7 +11,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # (5,400 dialogues); a quick look: DEMO_ARGS="--limit 3 --variants 1".
 DEMO_ARGS ?= --limit 20 --variants 1
 
-.PHONY: install nli pg e2e-deps clients-deps clients-report demo test test-fast test-no-shared lint format clean
+.PHONY: litellm-proxy-deps install nli pg e2e-deps clients-deps clients-report demo test test-fast test-no-shared lint format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,13 +77,13 @@ clients-report: install clients-deps  ## the real-client suite (openai Python + 
 # default system must work without it.
 NO_SHARED := KEPROXY_SHARED_DATA=/nonexistent/keproxy-shared-hidden
 
-test: install pg e2e-deps clients-deps  ## every test, with ../shared and again without it
+test: install pg e2e-deps clients-deps litellm-proxy-deps  ## every test, with ../shared and again without it
 	$(BIN)/python -m pytest -q
 	@if $(BIN)/python -c "import sys; from keproxy.datasets import shared_data_dir; sys.exit(shared_data_dir() is None)"; \
 	then echo "== the suite again with the shared data hidden =="; $(NO_SHARED) $(BIN)/python -m pytest -q -p no:cacheprovider; \
 	else echo "no shared data here: the run above already had none"; fi
 
-test-no-shared: install pg e2e-deps clients-deps  ## the suite as a clone without ../shared sees it
+test-no-shared: install pg e2e-deps clients-deps litellm-proxy-deps  ## the suite as a clone without ../shared sees it
 	$(NO_SHARED) $(BIN)/python -m pytest -q
 
 test-fast: install pg clients-deps
@@ -103,6 +103,12 @@ format: install
 # `make bench` is the full run (~8 min on 2 cores); BENCH_ARGS="--smoke" for a ~3 min check.
 BENCH_VENV ?= .bench-venv
 BENCH_ARGS ?=
+
+# The real LiteLLM proxy that tests/integrations/test_litellm_proxy.py loads keproxy's guardrail into: the same
+# venv as the benchmark's peer. Best effort, like pg: without it that test skips and says why.
+litellm-proxy-deps: install
+	@$(BIN)/python bench/proxies.py --setup --litellm-venv $(BENCH_VENV) >/dev/null 2>&1 || \
+	echo "LiteLLM proxy venv not built: tests/integrations/test_litellm_proxy.py skips"
 
 bench-deps: install  ## the LiteLLM proxy's venv (litellm[proxy]==1.106.2) for bench/proxies.py
 	$(BIN)/python bench/proxies.py --setup --litellm-venv $(BENCH_VENV)
