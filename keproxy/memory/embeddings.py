@@ -26,6 +26,7 @@ import numpy as np
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+from keproxy.memory.encoder import MeanPoolingEncoder, load_mean_pooling_encoder
 from keproxy.models.artifacts import DEFAULT_MODEL, EmbedderError, packaged_model_path
 from keproxy.models.batching import MicroBatcher
 
@@ -71,7 +72,7 @@ class Embedder:
         self.cache_size = cache_size
         self.offline = offline
         self.threads = threads
-        self._model: SentenceTransformer | None = None
+        self._model: SentenceTransformer | MeanPoolingEncoder | None = None
         self._load_lock = threading.Lock()
         self._cache_lock = threading.Lock()
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
@@ -109,7 +110,7 @@ class Embedder:
             raise EmbedderError(f"model {self.name_or_path!r} does not report its embedding size")
         return int(dim)
 
-    def _load(self) -> SentenceTransformer:
+    def _load(self) -> SentenceTransformer | MeanPoolingEncoder:
         model = self._model
         if model is not None:
             return model
@@ -118,19 +119,26 @@ class Embedder:
                 if self.offline:
                     # Read by huggingface_hub at import: set before sentence-transformers is imported.
                     os.environ["HF_HUB_OFFLINE"] = "1"
-                from sentence_transformers import SentenceTransformer
-
                 if self.threads is not None:
                     import torch
 
                     torch.set_num_threads(self.threads)
                 try:
-                    self._model = SentenceTransformer(
-                        self.name_or_path, device=self.device, local_files_only=self.offline
-                    )
+                    self._model = self._load_model()
                 except Exception as exc:
                     raise EmbedderError(f"cannot load embedding model {self.name_or_path!r}: {exc}") from exc
             return self._model
+
+    def _load_model(self) -> SentenceTransformer | MeanPoolingEncoder:
+        """A local Transformer + mean-pooling folder (all-MiniLM-L6-v2) loads on ``transformers`` alone
+        (:mod:`keproxy.memory.encoder`: ~200 MiB less per process); anything else through sentence-transformers."""
+        if Path(self.name_or_path).is_dir():
+            encoder = load_mean_pooling_encoder(self.name_or_path, self.device)
+            if encoder is not None:
+                return encoder
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(self.name_or_path, device=self.device, local_files_only=self.offline)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of ``texts``: float32 array (len(texts), dimension), each row L2-normalised (norm 1).
