@@ -39,7 +39,9 @@ def chat_queries(n: int, data: Path) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--edits", type=int, default=2000, help="CounterFact edits in the memory")
     parser.add_argument("--chat", type=int, default=1000, help="DailyDialog first utterances")
     parser.add_argument("--data", type=Path, default=shared_data_dir(), help="the shared data folder")
@@ -65,7 +67,9 @@ def main() -> None:
                 t0 = time.perf_counter()
                 checked = memory.prefilter.queries if memory.prefilter else 0
                 skipped = memory.prefilter.skipped if memory.prefilter else 0
-                hits = [r[0] if r else None for r in memory.retrieve_many(queries, scope, k=1, min_score=-1.0)]
+                hits = [
+                    r[0] if r else None for r in memory.retrieve_many(queries, scope, k=1, min_score=-1.0)
+                ]
                 seconds = time.perf_counter() - t0
                 if memory.prefilter:
                     checked = memory.prefilter.queries - checked
@@ -75,19 +79,26 @@ def main() -> None:
                        "skipped": skipped / max(1, len(queries)), "seconds": seconds}  # fmt: skip
                 if name == "paraphrase":
                     own = [e.id for e in edits]
-                    row["recall@1"] = sum(h is not None and h[0] == o for h, o in zip(top[mode, name], own)) / len(own)
+                    row["recall@1"] = sum(
+                        h is not None and h[0] == o for h, o in zip(top[mode, name], own, strict=True)
+                    ) / len(own)
                     row["gated recall@1"] = sum(
-                        h is not None and h[0] == o and h[1] >= GATE for h, o in zip(top[mode, name], own)
+                        h is not None and h[0] == o and h[1] >= GATE
+                        for h, o in zip(top[mode, name], own, strict=True)
                     ) / len(own)
                 row["gated"] = sum(h is not None and h[1] >= GATE for h in top[mode, name]) / len(queries)
                 rows.append(row)
             memory.close()
     for row in rows:
         if row["mode"] == "lexical":
-            off, lex = top["off", row["set"]], top["lexical", row["set"]]
-            row["gate losses"] = sum(a is not None and a[1] >= GATE and b is None for a, b in zip(off, lex))
+            off, lex = top["off", str(row["set"])], top["lexical", str(row["set"])]
+            row["gate losses"] = sum(
+                a is not None and a[1] >= GATE and b is None for a, b in zip(off, lex, strict=True)
+            )
     print(f"{len(edits)} CounterFact edits; all-MiniLM-L6-v2, exact search; gate = cosine >= {GATE}\n")
-    print("| prefilter | queries | n | encoder skipped | recall@1 | gated recall@1 | top-1 gated | gate losses |")
+    print(
+        "| prefilter | queries | n | encoder skipped | recall@1 | gated recall@1 | top-1 gated | gate losses |"
+    )
     print("|---|---|--:|--:|--:|--:|--:|--:|")
     for r in rows:
         recall = f"{r['recall@1']:.4f}" if "recall@1" in r else "-"

@@ -14,6 +14,7 @@ into one encoder call in one worker thread (:class:`keproxy.models.MicroBatcher`
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import threading
 from collections import OrderedDict
@@ -188,7 +189,7 @@ class Embedder:
     def _encode_batches(self, batches: list[list[str]]) -> list[np.ndarray]:
         vectors = self.encode([t for texts in batches for t in texts])
         bounds = np.cumsum([0] + [len(texts) for texts in batches])
-        return [vectors[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return [vectors[a:b] for a, b in itertools.pairwise(bounds)]
 
     def cache_info(self) -> dict[str, int]:
         """{"size": cached texts, "max": cache capacity}."""

@@ -74,7 +74,9 @@ class BertEncoder:
             q, k, v = (split(self._linear(x, f"{p}.attention.self.{n}")) for n in ("query", "key", "value"))
             context = f.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=1 / math.sqrt(head))
             context = context.transpose(1, 2).reshape(batch, length, -1)
-            x = self._norm(self._linear(context, f"{p}.attention.output.dense") + x, f"{p}.attention.output.LayerNorm")
+            x = self._norm(
+                self._linear(context, f"{p}.attention.output.dense") + x, f"{p}.attention.output.LayerNorm"
+            )
             hidden = f.gelu(self._linear(x, f"{p}.intermediate.dense"))
             x = self._norm(self._linear(hidden, f"{p}.output.dense") + x, f"{p}.output.LayerNorm")
         return x

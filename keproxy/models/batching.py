@@ -19,6 +19,7 @@ Used by :class:`keproxy.memory.EditMemory` (query embedding + search of concurre
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -98,7 +99,7 @@ class MicroBatcher(Generic[T, R]):
                 continue
             try:
                 results = await loop.run_in_executor(self._worker(), self._call, items)
-            except BaseException as exc:  # noqa: BLE001 - handed to every caller of the batch
+            except BaseException as exc:  # handed to every caller of the batch
                 for future in live:
                     if not future.done():
                         future.set_exception(exc)
@@ -114,15 +115,15 @@ class MicroBatcher(Generic[T, R]):
         remaining = self.max_wait_s - (time.perf_counter() - first_at)
         if remaining <= 0 or len(self._pending) >= self.max_batch or self._full is None:
             return
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._full.wait(), remaining)
-        except TimeoutError:
-            pass
 
     def _call(self, items: list[T]) -> Sequence[R]:
         results = self.fn(items)
         if len(results) != len(items):
-            raise RuntimeError(f"{self.name}: the batch function returned {len(results)} results for {len(items)}")
+            raise RuntimeError(
+                f"{self.name}: the batch function returned {len(results)} results for {len(items)}"
+            )
         self.batches += 1
         self.items += len(items)
         return results

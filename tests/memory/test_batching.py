@@ -94,7 +94,12 @@ async def test_an_error_reaches_every_caller_of_its_batch_only() -> None:
 
 async def test_a_cancelled_caller_leaves_the_others_alone() -> None:
     seen: list[list[int]] = []
-    batcher: MicroBatcher[int, int] = MicroBatcher(lambda items: seen.append(items) or items)
+
+    def record(items: list[int]) -> list[int]:
+        seen.append(items)
+        return items
+
+    batcher: MicroBatcher[int, int] = MicroBatcher(record)
     gone = asyncio.ensure_future(batcher.submit(1))
     kept = asyncio.ensure_future(batcher.submit(2))
     await asyncio.sleep(0)  # both submitted, waiting for the batch
@@ -156,7 +161,7 @@ async def test_concurrent_retrievals_share_one_encoder_call(tmp_path: Path, mode
         one = reference.retrieve(query, scope, k=2)
         assert [r.edit.id for r in got] == [r.edit.id for r in one], query
         assert [r.score for r in got] == pytest.approx([r.score for r in one], abs=1e-5)
-    assert [r.edit.text for r in batched[2]][0].startswith("Alice's office")
+    assert batched[2][0].edit.text.startswith("Alice's office")
     assert batched[3] == [] and batched[5] == []
     memory.close()
     reference.close()

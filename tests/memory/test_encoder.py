@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -34,7 +35,7 @@ def test_same_vectors_as_sentence_transformers() -> None:
     assert float(np.min(np.sum(ours * theirs, axis=1))) > 0.9999
 
 
-def test_other_folders_fall_back(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_other_folders_fall_back(tmp_path: Path) -> None:
     assert load_mean_pooling_encoder(tmp_path) is None  # no modules.json
     (tmp_path / "modules.json").write_text('[{"idx": 0, "name": "0", "path": "", "type": "x.Y"}]')
     assert load_mean_pooling_encoder(tmp_path) is None

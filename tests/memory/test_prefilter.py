@@ -56,7 +56,14 @@ def memory(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[EditMemory]:
 def test_lexical_keys() -> None:
     keys = lexical_keys("The mother tongue of Danielle Darrieux is English.")
     assert keys == {"mothe", "tongu", "danie", "darri", "engli"}
-    assert lexical_keys("Veloria-7 joined in 1990, with 3 others") == {"velor", "7", "joine", "1990", "3", "other"}
+    assert lexical_keys("Veloria-7 joined in 1990, with 3 others") == {
+        "velor",
+        "7",
+        "joine",
+        "1990",
+        "3",
+        "other",
+    }
     assert lexical_keys("languages") == lexical_keys("language")
     assert lexical_keys("What is it to you?") == frozenset()
     assert lexical_keys("ダニエル・ダリューの母語は英語です") == frozenset()  # no spaces: no keys
@@ -84,7 +91,9 @@ def test_without_the_prefilter_every_query_is_ranked(tmp_path: Path, embedder: C
     memory.close()
 
 
-def test_a_requester_who_sees_no_edit_never_runs_the_encoder(tmp_path: Path, embedder: CountingEmbedder) -> None:
+def test_a_requester_who_sees_no_edit_never_runs_the_encoder(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
     for prefilter in ("lexical", "off"):
         memory = open_memory(tmp_path / prefilter, embedder, prefilter)
         memory.add(Edit(tenant="acme", text="Our office moved to the ninth floor."))
@@ -124,7 +133,9 @@ def test_keys_follow_writes_scopes_and_reopening(tmp_path: Path, embedder: Count
     again.close()
 
 
-def test_an_edit_without_keys_makes_every_query_a_candidate(tmp_path: Path, embedder: CountingEmbedder) -> None:
+def test_an_edit_without_keys_makes_every_query_a_candidate(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
     memory = open_memory(tmp_path, embedder)
     memory.add(Edit(text="会議は午後三時に始まります。"))  # no spaces: no keys
     _ = memory.index  # embeds the edit

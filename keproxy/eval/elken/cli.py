@@ -59,7 +59,8 @@ def eval_elken_scope_command(
         str | None, typer.Option(help="Comma-separated cosine thresholds to sweep.")
     ] = None,
     prefilter: Annotated[
-        str, typer.Option(help="Dense retrieval's prefilter: 'off' or 'lexical' (setting retrieval_prefilter).")
+        str,
+        typer.Option(help="Dense retrieval's prefilter: 'off' or 'lexical' (setting retrieval_prefilter)."),
     ] = "off",
     progress: ShowProgress = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write scope.png.")] = True,
