@@ -394,19 +394,15 @@ class MemorySettings(BaseModel):
     )
     retrieval_prefilter: Literal["lexical", "off"] = Field(
         default="lexical",
-        description="Skip the query embedding when it cannot matter: 'lexical' (a query that shares no word key "
-        "- number, or content word cut to 5 letters - with any edit its requester may see retrieves nothing "
-        "without running the encoder; keproxy.memory.prefilter) or 'off' (every query is embedded and ranked). "
-        "A requester who can see no edit never runs the encoder either way.",
+        description="'lexical': a query sharing no word key (a number, or a content word's first 5 letters) with "
+        "any edit its requester may see retrieves nothing without running the encoder (keproxy.memory.prefilter)"
+        "; 'off': every query is embedded. A requester who can see no edit never runs the encoder.",
     )
     retrieval_batch_wait_ms: float = Field(
-        default=0.0,
-        ge=0.0,
-        le=2.0,
-        description="Concurrent requests' retrievals run as one batch (one encoder call, one worker thread); "
-        "how long a batch's first query may wait for others, in ms (0: a batch is what queued while the "
-        "previous one ran).",
-    )
+        default=0.0, ge=0.0, le=2.0,
+        description="Concurrent retrievals run as one batch (one encoder call, one worker thread): how long a "
+        "batch's first query may wait for others, in ms (0: a batch is what queued while the last one ran).",
+    )  # fmt: skip
     corrections_to_edits: bool = Field(
         default=True,
         description="Store corrections detected in a conversation as session-scoped edits (source "
