@@ -14,7 +14,10 @@ separate server process in front of that same mock, and drives it with ``bench/l
 - ``keproxy-memory``: detection + retrieval: the default detectors (template, cue), an edit memory with
   ``--edits`` imported edits (synthetic CounterFact records, ``keproxy edits import``), edit_mode
   ``postedit`` with the ``span`` post-editor: every request embeds its last user message with MiniLM and
-  searches the edits (some queries match an edit and are post-edited);
+  searches the edits (some queries match an edit and are post-edited); every query shares words with the
+  edits ("capital", "Veloria-k"), so the lexical prefilter lets each one through to the encoder;
+- ``keproxy-memory-nohit``: the same server, asked about something no edit mentions (``NOHIT_PROMPT``): the
+  query mix of a chat proxy whose tenant edited other things (the prefilter skips the encoder);
 - ``litellm-proxy``: the LiteLLM proxy (``litellm[proxy]==1.106.2``, one uvicorn worker, master key set, no
   database) from its own virtualenv (``--litellm-venv``, created on first use), model ``openai/mock``.
 
@@ -77,7 +80,10 @@ import yaml
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-TARGETS = ("direct", "floor", "keproxy", "keproxy-1w", "keproxy-litellm", "keproxy-memory", "litellm-proxy")
+TARGETS = ("direct", "floor", "keproxy", "keproxy-1w", "keproxy-litellm", "keproxy-memory", "keproxy-memory-nohit",
+           "litellm-proxy")  # fmt: skip
+#: keproxy-memory-nohit's last user message (numbers from 1,000 on match no edit's number)
+NOHIT_PROMPT = "Request {i}: how long should sourdough bread rise before baking?"
 LITELLM_SPEC = "litellm[proxy]==1.106.2"
 API_KEY = "sk-keproxy-bench-0123456789abcdef"
 MODEL = "mock"
@@ -293,7 +299,7 @@ def start_target(name: str, mock_url: str, work: Path, args: argparse.Namespace)
         server = Server(name, cmd, log=folder / "server.log", cwd=folder, env=env)
         server.wait_ready(f"http://127.0.0.1:{port}/health/liveliness", timeout=180)
         return server, base
-    memory = name == "keproxy-memory"
+    memory = name.startswith("keproxy-memory")
     keproxy_config(folder / "keproxy.yaml", mock_url, transport="litellm" if name == "keproxy-litellm" else "auto",
                    memory=memory)  # fmt: skip
     data = folder / "data"
@@ -328,10 +334,14 @@ def first_request(base: str, timeout: float = 300.0) -> None:
         resp.read()
 
 
-def run_load(base: str, scenario: Scenario, args: argparse.Namespace) -> dict[str, Any]:
+def run_load(
+    base: str, scenario: Scenario, args: argparse.Namespace, prompt: str | None = None
+) -> dict[str, Any]:
     seconds = args.latency_seconds if scenario.latency else args.throughput_seconds
     cmd = [sys.executable, str(BENCH / "load.py"), "--url", base, "--model", MODEL, "--api-key", API_KEY,
            "--concurrency", str(scenario.concurrency), "--duration", str(seconds), "--warmup", str(args.warmup)]  # fmt: skip
+    if prompt is not None:
+        cmd += ["--prompt", prompt]
     if scenario.stream:
         cmd.append("--stream")
     if not scenario.latency and args.load_processes > 1:
@@ -372,7 +382,7 @@ def bench_target(
             result.rss_idle_mib = round(server.rss_mib(), 1)
             for scenario in SCENARIOS:
                 cpu0 = server.cpu_seconds()
-                run = run_load(base, scenario, args)
+                run = run_load(base, scenario, args, NOHIT_PROMPT if name == "keproxy-memory-nohit" else None)
                 cpu = server.cpu_seconds() - cpu0
                 if scenario.key == "c32" and run["answered"]:
                     result.cpu_us_per_request = round(cpu / run["answered"] * 1e6, 1)
