@@ -83,8 +83,9 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 TARGETS = ("direct", "floor", "keproxy", "keproxy-1w", "keproxy-litellm", "keproxy-memory", "keproxy-memory-nohit",
            "litellm-proxy")  # fmt: skip
-#: keproxy-memory-nohit's last user message (numbers from 1,000 on match no edit's number)
-NOHIT_PROMPT = "Request {i}: how long should sourdough bread rise before baking?"
+#: keproxy-memory-nohit's last user message: no word and no number (1000, 2000, ...; the edits' run to 999)
+#: of it is in an edit
+NOHIT_PROMPT = "Request {i}000: how long should sourdough bread rise before baking?"
 LITELLM_SPEC = "litellm[proxy]==1.106.2"
 API_KEY = "sk-keproxy-bench-0123456789abcdef"
 MODEL = "mock"
