@@ -396,7 +396,7 @@ class MemorySettings(BaseModel):
         default="lexical",
         description="'lexical': a query sharing no word key (a number, or a content word's first 5 letters) with "
         "any edit its requester may see retrieves nothing without running the encoder (keproxy.memory.prefilter)"
-        "; 'off': every query is embedded. A requester who can see no edit never runs the encoder.",
+        "; 'off': every query is embedded. Session edits always count; no visible edit: no encoder run.",
     )
     retrieval_batch_wait_ms: float = Field(
         default=0.0, ge=0.0, le=2.0,

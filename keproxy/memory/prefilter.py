@@ -11,7 +11,11 @@ more letters that are not English function words, cut to their first 5 character
 "languages"/"language", "French"/"France", "elected"/"election" meet). An edit's keys come from its embedded
 text (``Edit.query_text``), its subject and its targets. Text in scripts written without spaces (Chinese,
 Japanese, Thai, ...) gets no keys: an edit with no keys is a candidate for every query of its requesters,
-and a query with no keys is always embedded, so such text never loses a match.
+and a query with no keys is always embedded, so such text never loses a match. Session-scoped edits get no
+keys either (a session holds a few, mostly corrections, whose text is the corrected span: a later question
+about the story shares no word with '"Her brother Tobias" is wrong: it is "Her cousin Lev".'), so a
+request of a session with edits always runs the encoder; the prefilter saves the work of requests whose
+global and user edits are about other things.
 
 The trade-off: retrieval by embedding also finds edits that share no word with the query (a paraphrase with
 other words); those the prefilter drops. ``bench/memory_recall.py`` measures the loss (CounterFact paraphrase
@@ -239,7 +243,9 @@ class LexicalPrefilter:
     def put(self, edit: Edit, tag: Tag) -> None:
         """Index (or re-index) ``edit`` under ``tag``."""
         self.remove([edit.id])
-        keys = edit_keys(edit)
+        # a session's edits are few and mostly corrections ('"X" is wrong: it is "Y".'), whose words are the
+        # corrected span's, not those of later questions about it: they are candidates for every query
+        keys = frozenset() if edit.scope == "session" else edit_keys(edit)
         self._edits[edit.id] = (tag, keys)
         if not keys:
             self._unkeyed[tag] += 1

@@ -145,6 +145,21 @@ def test_an_edit_without_keys_makes_every_query_a_candidate(
     memory.close()
 
 
+def test_session_edits_make_every_query_of_their_session_a_candidate(
+    tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    memory = open_memory(tmp_path, embedder)
+    memory.add(
+        Edit(scope="session", scope_id="s1", text='"Her brother Tobias" is wrong: it is "Her cousin Lev".')
+    )
+    memory.add(Edit(text="Lisbon trams are yellow."))
+    question = "Who sold the honey at the market?"  # no word of the correction
+    assert memory.retrieve(question, EditScope(session="s1"))[0].edit.scope_id == "s1"
+    assert memory.retrieve(question, EditScope(session="s2")) == []
+    assert memory.prefilter is not None and memory.prefilter.skipped == 1
+    memory.close()
+
+
 def test_prefilter_counts_per_tag() -> None:
     prefilter = LexicalPrefilter()
     a = Edit(text="Zorblat moved to Lisbon.")
