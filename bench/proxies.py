@@ -14,7 +14,10 @@ separate server process in front of that same mock, and drives it with ``bench/l
 - ``keproxy-memory``: detection + retrieval: the default detectors (template, cue), an edit memory with
   ``--edits`` imported edits (synthetic CounterFact records, ``keproxy edits import``), edit_mode
   ``postedit`` with the ``span`` post-editor: every request embeds its last user message with MiniLM and
-  searches the edits (some queries match an edit and are post-edited);
+  searches the edits (some queries match an edit and are post-edited); every query shares words with the
+  edits ("capital", "Veloria-k"), so the lexical prefilter lets each one through to the encoder;
+- ``keproxy-memory-nohit``: the same server, asked about something no edit mentions (``NOHIT_PROMPT``): the
+  query mix of a chat proxy whose tenant edited other things (the prefilter skips the encoder);
 - ``litellm-proxy``: the LiteLLM proxy (``litellm[proxy]==1.106.2``, one uvicorn worker, master key set, no
   database) from its own virtualenv (``--litellm-venv``, created on first use), model ``openai/mock``.
 
@@ -53,6 +56,7 @@ this machine's cores: on a 2-core machine they compete, which caps every row, ``
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import datetime as dt
 import json
@@ -77,7 +81,11 @@ import yaml
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-TARGETS = ("direct", "floor", "keproxy", "keproxy-1w", "keproxy-litellm", "keproxy-memory", "litellm-proxy")
+TARGETS = ("direct", "floor", "keproxy", "keproxy-1w", "keproxy-litellm", "keproxy-memory", "keproxy-memory-nohit",
+           "litellm-proxy")  # fmt: skip
+#: keproxy-memory-nohit's last user message: no word and no number (1000, 2000, ...; the edits' run to 999)
+#: of it is in an edit
+NOHIT_PROMPT = "Request {i}000: how long should sourdough bread rise before baking?"
 LITELLM_SPEC = "litellm[proxy]==1.106.2"
 API_KEY = "sk-keproxy-bench-0123456789abcdef"
 MODEL = "mock"
@@ -293,7 +301,7 @@ def start_target(name: str, mock_url: str, work: Path, args: argparse.Namespace)
         server = Server(name, cmd, log=folder / "server.log", cwd=folder, env=env)
         server.wait_ready(f"http://127.0.0.1:{port}/health/liveliness", timeout=180)
         return server, base
-    memory = name == "keproxy-memory"
+    memory = name.startswith("keproxy-memory")
     keproxy_config(folder / "keproxy.yaml", mock_url, transport="litellm" if name == "keproxy-litellm" else "auto",
                    memory=memory)  # fmt: skip
     data = folder / "data"
@@ -328,10 +336,30 @@ def first_request(base: str, timeout: float = 300.0) -> None:
         resp.read()
 
 
-def run_load(base: str, scenario: Scenario, args: argparse.Namespace) -> dict[str, Any]:
+def warm_up(base: str, requests: int, rounds: int = 20) -> None:
+    """Rounds of ``requests`` first requests at once, on as many connections, until a round has none slower
+    than 1 s (at most ``rounds``): every worker of a multi-worker server then had its first request (a worker
+    loads the embedder and the edit index on it, which must not fall in a measured scenario)."""
+
+    def timed(_: int) -> float:
+        t0 = time.perf_counter()
+        first_request(base)
+        return time.perf_counter() - t0
+
+    with concurrent.futures.ThreadPoolExecutor(requests) as pool:
+        for _ in range(rounds):
+            if max(pool.map(timed, range(requests))) < 1.0:
+                return
+
+
+def run_load(
+    base: str, scenario: Scenario, args: argparse.Namespace, prompt: str | None = None
+) -> dict[str, Any]:
     seconds = args.latency_seconds if scenario.latency else args.throughput_seconds
     cmd = [sys.executable, str(BENCH / "load.py"), "--url", base, "--model", MODEL, "--api-key", API_KEY,
            "--concurrency", str(scenario.concurrency), "--duration", str(seconds), "--warmup", str(args.warmup)]  # fmt: skip
+    if prompt is not None:
+        cmd += ["--prompt", prompt]
     if scenario.stream:
         cmd.append("--stream")
     if not scenario.latency and args.load_processes > 1:
@@ -368,11 +396,11 @@ def bench_target(
             server, base = start_target(name, mock_url, work, args)
             owned = True
         try:
-            first_request(base)
+            warm_up(base, 1 if name in ("direct", "floor") else 4 * args.keproxy_workers)
             result.rss_idle_mib = round(server.rss_mib(), 1)
             for scenario in SCENARIOS:
                 cpu0 = server.cpu_seconds()
-                run = run_load(base, scenario, args)
+                run = run_load(base, scenario, args, NOHIT_PROMPT if name == "keproxy-memory-nohit" else None)
                 cpu = server.cpu_seconds() - cpu0
                 if scenario.key == "c32" and run["answered"]:
                     result.cpu_us_per_request = round(cpu / run["answered"] * 1e6, 1)

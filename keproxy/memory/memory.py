@@ -19,7 +19,13 @@ process, e.g. ``keproxy edits import``, are picked up too). The index is persist
 store when missing, unreadable, built from another store or another model, or ahead of the store.
 
 The index and the model load lazily, on the first retrieval: CRUD alone never loads the model. Every method
-is synchronous and thread-safe; async callers use ``asyncio.to_thread``.
+is synchronous and thread-safe; async callers use ``asyncio.to_thread``, or :meth:`EditMemory.aretrieve`,
+which micro-batches concurrent retrievals (:class:`keproxy.models.MicroBatcher`): one worker thread catches the
+index up once per batch and embeds the batch's queries in one encoder call.
+
+Model work that cannot matter is skipped: a requester who can see no edit gets nothing without embedding, and
+with ``prefilter="lexical"`` (:class:`~keproxy.memory.prefilter.LexicalPrefilter`) a query that shares no
+word key with any edit its requester may see is not embedded either (it retrieves nothing).
 """
 
 from __future__ import annotations
@@ -37,13 +43,18 @@ from keproxy.errors import EditNotFoundError
 from keproxy.memory.edits import Edit, EditKind, EditScope, EditScopeKind, EditSource, RetrievedEdit
 from keproxy.memory.embeddings import Embedder
 from keproxy.memory.index import DEFAULT_FLAT_THRESHOLD, EditIndex, Tag, edit_tag
+from keproxy.memory.prefilter import LexicalPrefilter
 from keproxy.memory.store import EditStore, SQLiteEditStore
+from keproxy.models.batching import MicroBatcher
 
 __all__ = ["EditMemory"]
 
 logger = logging.getLogger("keproxy.memory")
 
 IndexState = Literal["unloaded", "new", "loaded", "rebuilt"]
+Prefilter = Literal["lexical", "off"]
+#: One retrieval of a batch: query, requester, k, minimum score (None: the memory's).
+RetrievalRequest = tuple[str, EditScope, int, float | None]
 
 
 def scope_tags(scope: EditScope) -> frozenset[Tag]:
@@ -66,6 +77,10 @@ class EditMemory:
     exact_below: a requester who can see at most this many edits gets them scored exactly (brute force)
     instead of through the over-fetching index search (see :meth:`EditIndex.search_filtered`).
     min_score: default minimum cosine score of a retrieved edit (None: no minimum).
+    prefilter: "lexical" (a query sharing no key with the requester's edits is not embedded and retrieves
+    nothing; see :mod:`keproxy.memory.prefilter`) or "off" (every query is embedded and ranked).
+    batch_wait_s: how long :meth:`aretrieve` holds a batch's first query for others (0 to 0.002 s; 0: a
+    batch is what queued while the previous one ran). max_batch: most queries per batch.
     """
 
     def __init__(
@@ -79,6 +94,9 @@ class EditMemory:
         overfetch: int = 4,
         exact_below: int = 2048,
         min_score: float | None = None,
+        prefilter: Prefilter = "off",
+        batch_wait_s: float = 0.0,
+        max_batch: int = 64,
     ) -> None:
         if overfetch < 1:
             raise ValueError("overfetch must be >= 1")
@@ -95,6 +113,12 @@ class EditMemory:
         store), "loaded" (saved index, caught up), "rebuilt" (saved index unusable: built from the store)."""
         self._index: EditIndex | None = None
         self._lock = threading.RLock()
+        if prefilter not in ("lexical", "off"):
+            raise ValueError(f"prefilter must be 'lexical' or 'off', not {prefilter!r}")
+        self.prefilter: LexicalPrefilter | None = LexicalPrefilter() if prefilter == "lexical" else None
+        self.batcher: MicroBatcher[RetrievalRequest, builtins.list[RetrievedEdit]] = MicroBatcher(
+            self.retrieve_batch, max_batch=max_batch, max_wait_s=batch_wait_s, name="keproxy-retrieve"
+        )
 
     @classmethod
     def open(
@@ -114,6 +138,7 @@ class EditMemory:
         with self._lock:
             if self._index is None:
                 self._index = self._open_index()
+                self._fill_prefilter()
             self._catch_up(self._index)
             return self._index
 
@@ -137,6 +162,13 @@ class EditMemory:
         if self.index_dir is not None:
             index.save(self.index_dir)
         return index
+
+    def _fill_prefilter(self) -> None:
+        """The prefilter's keys of every active edit (the catch-up that follows applies later changes)."""
+        if self.prefilter is not None:
+            self.prefilter.clear()
+            for edit in self.store.all_active():
+                self.prefilter.put(edit, edit_tag(edit))
 
     def _stale_reason(self, index: EditIndex) -> str | None:
         """Why a saved index cannot be caught up (None: it can)."""
@@ -165,6 +197,10 @@ class EditMemory:
             gone = [e for e in tenant_of if e not in current or not current[e].active]
             index.remove(gone)
             fresh = [e for e in current.values() if e.active]
+            if self.prefilter is not None:
+                self.prefilter.remove(gone)
+                for edit in fresh:
+                    self.prefilter.put(edit, edit_tag(edit))
             if fresh:
                 vectors = self.embedder.encode([e.query_text for e in fresh])
                 keep = [
@@ -192,6 +228,7 @@ class EditMemory:
             index = EditIndex(self.embedder.dimension, flat_threshold=self.flat_threshold, large=self.large)
             index.rebuild(self.store, self.embedder)
             self._index = index
+            self._fill_prefilter()
             self.index_state = "rebuilt"
             self.save()
 
@@ -202,7 +239,8 @@ class EditMemory:
                 self._index.save(self.index_dir)
 
     def close(self) -> None:
-        """Save the index and close the store."""
+        """Save the index, stop the batcher's thread and close the store."""
+        self.batcher.close()
         with self._lock:
             self.save()
             self.store.close()
@@ -287,27 +325,66 @@ class EditMemory:
         """:meth:`retrieve` for each of ``queries``, embedded and searched as one batch."""
         if k < 1:
             raise ValueError("k must be >= 1")
-        if not queries:
-            return []
-        threshold = self.min_score if min_score is None else min_score
-        vectors = self.embedder.encode(list(queries))
-        allowed = scope_tags(scope)
+        return self.retrieve_batch([(q, scope, k, min_score) for q in queries])
+
+    async def aretrieve(
+        self, query: str, scope: EditScope, k: int = 1, min_score: float | None = None
+    ) -> builtins.list[RetrievedEdit]:
+        """:meth:`retrieve` from async code, micro-batched with concurrent calls (:attr:`batcher`): one
+        worker thread runs :meth:`retrieve_batch` on what the event loop's requests submitted meanwhile."""
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        return await self.batcher.submit((query, scope, k, min_score))
+
+    def retrieve_batch(
+        self, requests: Sequence[RetrievalRequest]
+    ) -> builtins.list[builtins.list[RetrievedEdit]]:
+        """The results of several retrievals ``(query, scope, k, min_score)``, in order: the index is caught
+        up once, the queries that can match an edit (see the class) are embedded in one encoder call, and
+        the queries of one requester are searched together."""
+        results: builtins.list[builtins.list[RetrievedEdit]] = [[] for _ in requests]
+        if not requests:
+            return results
+        wanted: builtins.list[int] = []
         with self._lock:
-            hits = self.index.search_filtered(
-                vectors, k, tags=allowed, overfetch=self.overfetch, exact_below=self.exact_below
+            index = self.index
+            for i, (query, scope, _, _) in enumerate(requests):
+                allowed = scope_tags(scope)
+                if index.count(allowed) == 0:
+                    continue  # nothing visible: nothing to rank
+                if self.prefilter is not None and not self.prefilter.may_match(query, allowed):
+                    continue
+                wanted.append(i)
+        if not wanted:
+            return results
+        vectors = self.embedder.encode([requests[i][0] for i in wanted])
+        groups: dict[EditScope, builtins.list[int]] = {}
+        for row, i in enumerate(wanted):
+            groups.setdefault(requests[i][1], []).append(row)
+        for scope, rows in groups.items():
+            k = max(requests[wanted[r]][2] for r in rows)
+            found = self._search(index, vectors[rows], scope, k)
+            for row, hits in zip(rows, found, strict=True):
+                _, _, k_i, min_score = requests[wanted[row]]
+                threshold = self.min_score if min_score is None else min_score
+                kept = [h for h in hits if threshold is None or h.score >= threshold]
+                results[wanted[row]] = kept[:k_i]
+        return results
+
+    def _search(
+        self, index: EditIndex, vectors: np.ndarray, scope: EditScope, k: int
+    ) -> builtins.list[builtins.list[RetrievedEdit]]:
+        """The ``k`` best edits visible to ``scope`` per row of ``vectors``, checked against the store."""
+        with self._lock:
+            hits = index.search_filtered(
+                vectors, k, tags=scope_tags(scope), overfetch=self.overfetch, exact_below=self.exact_below
             )
         found = self.store.get_many(scope.tenant, sorted({e for row in hits for _, e in row}))
-        results: builtins.list[builtins.list[RetrievedEdit]] = []
-        for row in hits:
-            out = []
-            for score, edit_id in row:
-                edit = found.get(edit_id)
-                # the store is authoritative: an edit changed by another process since the catch-up is skipped
-                if edit is None or not scope.allows(edit) or (threshold is not None and score < threshold):
-                    continue
-                out.append(RetrievedEdit(edit=edit, score=score))
-            results.append(out)
-        return results
+        # the store is authoritative: an edit changed by another process since the catch-up is skipped
+        return [
+            [RetrievedEdit(edit=found[e], score=s) for s, e in row if e in found and scope.allows(found[e])]
+            for row in hits
+        ]
 
     def __repr__(self) -> str:
         return f"EditMemory({self.store!r}, index={self.index_state})"

@@ -18,6 +18,7 @@ The HTTP layer (``keproxy.proxy``) calls it; it never imports ``keproxy.proxy``.
 
 from keproxy.pipeline.build import Pipeline, build_pipeline
 from keproxy.pipeline.memory import (
+    BatchingRetriever,
     EditMemoryWriter,
     PostEditRecord,
     completion_chunks,
@@ -46,6 +47,7 @@ from keproxy.pipeline.streaming import SSE_DONE, assemble_stream, sse
 
 __all__ = [
     "SSE_DONE",
+    "BatchingRetriever",
     "ChatRequest",
     "ChatService",
     "DetectStage",

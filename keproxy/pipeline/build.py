@@ -69,11 +69,14 @@ class Pipeline:
     service: ChatService
     store: TranscriptStore
     memory: EditMemory
+    embedder: Embedder
 
     async def aclose(self) -> None:
-        """Commit and close the transcript log; save the edit index and close the edit store."""
+        """Commit and close the transcript log; save the edit index and close the edit store; stop the
+        embedder's batching thread."""
         await self.store.aclose()
         await asyncio.to_thread(self.memory.close)
+        self.embedder.close()
 
 
 def build_pipeline(
@@ -97,7 +100,14 @@ def build_pipeline(
     )  # fmt: skip
     detector = build_detector_for(settings, detector_resources)
     store, edit_store = open_stores(settings)
-    memory = EditMemory(edit_store, embedder, index_dir=settings.edit_index_dir, large=settings.edit_index)
+    memory = EditMemory(
+        edit_store,
+        embedder,
+        index_dir=settings.edit_index_dir,
+        large=settings.edit_index,
+        prefilter=settings.retrieval_prefilter,
+        batch_wait_s=settings.retrieval_batch_wait_ms / 1000,
+    )
     service = ChatService(
         settings,
         router if router is not None else UpstreamRouter([]),
@@ -108,4 +118,4 @@ def build_pipeline(
         metrics=metrics,
         tracing=tracing,
     )
-    return Pipeline(service=service, store=store, memory=memory)
+    return Pipeline(service=service, store=store, memory=memory, embedder=embedder)

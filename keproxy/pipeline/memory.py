@@ -8,7 +8,9 @@
   chunks, finish chunk, optional usage chunk), to stream a post-edited answer.
 
 The memory is called through the ``EditRetriever`` protocol (plus ``add`` for writes). Its methods are
-synchronous (they embed text), so they run in worker threads.
+synchronous (they embed text), so they run in worker threads; a memory with ``aretrieve``
+(:class:`BatchingRetriever`, e.g. ``keproxy.memory.EditMemory``) is called through it instead, which
+micro-batches concurrent requests' retrievals in the memory's own worker thread.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from keproxy.memory.edits import Edit, EditRetriever, EditScope, RetrievedEdit
 from keproxy.messages import message_text
 
 __all__ = [
+    "BatchingRetriever",
     "EditMemoryWriter",
     "PostEditRecord",
     "completion_chunks",
@@ -46,6 +49,19 @@ class EditMemoryWriter(EditRetriever, Protocol):
     def add(self, edit: Edit) -> Edit: ...
 
 
+@runtime_checkable
+class BatchingRetriever(Protocol):
+    """An edit retriever with an async, micro-batched ``retrieve`` (``keproxy.memory.EditMemory.aretrieve``)."""
+
+    async def aretrieve(self, query: str, scope: EditScope, k: int = 1) -> list[RetrievedEdit]: ...
+
+
+async def _retrieve(memory: EditRetriever, query: str, scope: EditScope, k: int) -> Sequence[RetrievedEdit]:
+    if isinstance(memory, BatchingRetriever):
+        return await memory.aretrieve(query, scope, k)
+    return await asyncio.to_thread(memory.retrieve, query, scope, k)
+
+
 def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     """The text of the last user message ("" when there is none): the retrieval query x."""
     for message in reversed(messages):
@@ -59,7 +75,7 @@ async def retrieve(memory: EditRetriever, query: str, scope: EditScope, k: int) 
     query). Edits outside ``scope`` are dropped again here, whatever the memory returned."""
     if not query.strip():
         return []
-    found = await asyncio.to_thread(memory.retrieve, query, scope, k)
+    found = await _retrieve(memory, query, scope, k)
     return sorted((r for r in found if scope.allows(r.edit)), key=lambda r: -r.score)[:k]
 
 
@@ -103,7 +119,7 @@ async def store_corrections(
         if edit.text in seen:
             continue
         seen.add(edit.text)
-        existing = await asyncio.to_thread(memory.retrieve, edit.text, session_only, 5)
+        existing = await _retrieve(memory, edit.text, session_only, 5)
         if any(r.edit.scope == "session" and r.edit.scope_id == scope.session and r.edit.text == edit.text
                for r in existing):  # fmt: skip
             continue

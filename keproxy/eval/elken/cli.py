@@ -58,6 +58,10 @@ def eval_elken_scope_command(
     dense_sweep: Annotated[
         str | None, typer.Option(help="Comma-separated cosine thresholds to sweep.")
     ] = None,
+    prefilter: Annotated[
+        str,
+        typer.Option(help="Dense retrieval's prefilter: 'off' or 'lexical' (setting retrieval_prefilter)."),
+    ] = "off",
     progress: ShowProgress = True,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write scope.png.")] = True,
 ) -> None:
@@ -71,6 +75,7 @@ def eval_elken_scope_command(
             "methods": comma_list(methods), "out": out, "bm25_threshold": bm25_threshold,
             "dense_threshold": dense_threshold, "serac_threshold": serac_threshold, "progress": progress,
             "plots": plots, "bm25_sweep": _floats(bm25_sweep), "dense_sweep": _floats(dense_sweep),
+            "prefilter": prefilter.lower(),
         }  # fmt: skip
         return ElkenScopeConfig.model_validate({k: v for k, v in fields.items() if v is not None or k == "n"})
 

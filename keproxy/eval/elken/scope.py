@@ -124,6 +124,9 @@ class ElkenScopeConfig(BaseModel):
         default_factory=lambda: [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8],
         description="Cosine thresholds of the sweep.",
     )
+    prefilter: Literal["lexical", "off"] = Field(
+        default="off", description="The dense memory's retrieval prefilter (the setting retrieval_prefilter)."
+    )
     progress: bool = Field(default=True, description="Show progress bars.")
     plots: bool = Field(default=True, description="Write scope.png.")
 
@@ -276,13 +279,14 @@ def _dense_hits(
     embedder: Embedder,
     bar: Progress,
     label: str,
+    prefilter: Literal["lexical", "off"] = "off",
 ) -> list[RetrievedEdit | None]:
     """Top-1 of every question from a fresh :class:`EditMemory` under ``folder`` holding ``memory_edits``."""
     from keproxy.memory import EditMemory, SQLiteEditStore
 
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    memory = EditMemory(SQLiteEditStore(folder / "edits.sqlite3"), embedder)
+    memory = EditMemory(SQLiteEditStore(folder / "edits.sqlite3"), embedder, prefilter=prefilter)
     try:
         task = bar.add_task(label, total=len(memory_edits) + len(questions))
         memory.add_many(memory_edits)
@@ -347,7 +351,7 @@ def _run_kind(
     if {"dense", "serac"} & set(config.methods):
         folder = config.out / "memory" / kind
         model = embedder or Embedder.from_name_or_path(None)
-        dense = _dense_hits(edits, [*ins, *outs], folder, model, bar, f"dense {kind}")
+        dense = _dense_hits(edits, [*ins, *outs], folder, model, bar, f"dense {kind}", config.prefilter)
         if "dense" in config.methods:
             for t in config.dense_sweep:
                 gated = _gated(dense, t)
