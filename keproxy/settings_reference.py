@@ -36,7 +36,11 @@ def _type(info: FieldInfo) -> str:
     if "Discriminator" in str(info.annotation):  # api_keys: an ApiKey object or a plain key string
         return "list[ApiKey \\| str]"
     text = (
-        str(info.annotation).replace("typing.", "").replace("pathlib.", "").replace("keproxy.settings.", "")
+        str(info.annotation)
+        .replace("typing.", "")
+        .replace("pathlib.", "")
+        .replace("keproxy.settings_entries.", "")
+        .replace("keproxy.settings.", "")
     )
     return text.replace("<class '", "").replace("'>", "").replace("|", "\\|")
 
