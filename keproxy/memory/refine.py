@@ -19,7 +19,7 @@ among the candidates (FAISS's IndexRefineFlat does the same for sequential ids; 
 vectors there is no ``coarse`` index: a search scans the store exactly.
 
 ``bench/retrieval.py`` (results in ``bench/results/retrieval.md``) chose the defaults: nprobe 256 and
-rerank 16 keep recall@1 against exact search at >= 0.99 at 1M random 384-d vectors.
+rerank 16 give recall@1 0.998 against exact search at 0.92 ms p50 (1 thread) over 1M random 384-d vectors.
 """
 
 from __future__ import annotations

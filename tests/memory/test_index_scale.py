@@ -3,6 +3,8 @@ unit vectors with a low flat threshold so the approximate path is used."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import faiss
@@ -113,3 +115,20 @@ def test_small_refined_ivf_scans_the_store_and_load_refuses_foreign_bytes(tmp_pa
         RefinedIVF.deserialize(faiss.serialize_index(faiss.IndexFlatIP(DIM)).tobytes(), nprobe=1, rerank=1)
     again = RefinedIVF.deserialize(small.serialize(), nprobe=2, rerank=3)
     assert (again.ntotal, again.nprobe, again.rerank, again.coarse) == (small.ntotal, 2, 3, None)
+
+
+def test_an_ivf_saved_before_refined_ivf_is_refused(index: EditIndex, tmp_path: Path) -> None:
+    """An index folder from an older keproxy (kind ivf, a plain IndexIVFFlat) fails to load with ValueError,
+    which EditMemory answers by rebuilding from the store."""
+    folder = tmp_path / "old"
+    index.save(folder)
+    quantizer = faiss.IndexFlatIP(DIM)
+    old = faiss.IndexIVFFlat(quantizer, DIM, 1, faiss.METRIC_INNER_PRODUCT)
+    old.train(np.eye(DIM, dtype=np.float32)[:1])
+    data = faiss.serialize_index(old).tobytes()
+    (folder / "index.faiss").write_bytes(data)
+    meta = json.loads((folder / "ids.json").read_text())
+    meta["digest"] = hashlib.blake2b(data, digest_size=16).hexdigest()
+    (folder / "ids.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="not a RefinedIVF"):
+        EditIndex.load(folder)
