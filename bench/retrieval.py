@@ -5,13 +5,17 @@ queries are noisy copies of stored vectors (Gaussian noise of norm ``--noise``, 
 of an edit is close to the edit. For each size it builds
 
 - ``flat``: exact search (``IndexFlatIP`` in ``IndexIDMap2``, what keproxy uses below 50,000 edits);
-- ``ivf``: keproxy's default above its flat threshold (``IndexIVFFlat``, inner product, 4·sqrt(n) lists,
-  nprobe 32), filled 50,000 edits at a time as an import would, so its k-means retrainings are included;
-- ``hnsw``: keproxy's other choice (``IndexHNSWFlat``, inner product, M=32, efConstruction=40, efSearch=128),
+- ``ivf``: keproxy's default above its flat threshold (``RefinedIVF``: IVF-PQ fast scan over 4·sqrt(n)
+  lists, nprobe 256, the 16 best candidates re-ranked exactly against the float32 vectors);
+- ``hnsw``: keproxy's other choice (``IndexHNSWFlat``, inner product, M=32, efConstruction=40, efSearch=128);
+- ``ivf:nprobe=128:rerank=32``, ``hnsw:ef_search=256``, ...: the same kinds with other ``EditIndex``
+  parameters (integers),
 
-and reports per index: build time (s), resident memory added by the build (MiB), p50/p95 latency (ms) of a
-single-query search with k=1 and k=10 (embedding excluded; through ``EditIndex.search``, so the id mapping
-is included), and recall@1 against exact flat search over ``--queries`` queries.
+each filled 50,000 edits at a time as an import would (so IVF's k-means retrainings are included), and reports
+per index: build time (s), resident memory added by the build (MiB), the size of the saved index (MiB:
+``index.faiss`` + ``ids.json``), p50/p95 latency (ms) of a single-query search with k=1 and k=10 (embedding
+excluded; through ``EditIndex.search``, so the id mapping is included), and recall@1 against exact flat
+search over ``--queries`` queries.
 
     .venv/bin/python bench/retrieval.py --sizes 100000,1000000 --indexes flat,ivf,hnsw
 """
@@ -20,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import faiss
@@ -63,12 +69,17 @@ def latencies(search: Callable[[np.ndarray, int], Any], queries: np.ndarray, k: 
     return float(np.percentile(times, 50)), float(np.percentile(times, 95))
 
 
-def build_edit_index(vectors: np.ndarray, ids: list[str], kind: str, chunk: int = 50_000) -> EditIndex:
-    """keproxy's index of ``kind`` (flat, ivf or hnsw) over ``vectors``, added ``chunk`` at a time."""
+def build_edit_index(vectors: np.ndarray, ids: list[str], spec: str, chunk: int = 50_000) -> EditIndex:
+    """keproxy's index of ``spec`` over ``vectors``, added ``chunk`` at a time. spec: ``flat``, ``ivf`` or
+    ``hnsw``, optionally followed by ``:name=value`` integer parameters of :class:`EditIndex`."""
+    kind, *options = spec.split(":")
+    params = {name: int(value) for name, value in (option.split("=", 1) for option in options)}
     if kind == "flat":
         index = EditIndex(DIM, flat_threshold=len(vectors) + 1)
+    elif kind in ("ivf", "hnsw"):
+        index = EditIndex(DIM, flat_threshold=0, large=kind, **params)  # type: ignore[arg-type]
     else:
-        index = EditIndex(DIM, flat_threshold=0, large="ivf" if kind == "ivf" else "hnsw")
+        raise ValueError(f"unknown index {spec!r}")
     for start in range(0, len(vectors), chunk):
         index.add(vectors[start : start + chunk], ids[start : start + chunk])
     return index
@@ -86,7 +97,9 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=2, help="OpenMP threads for builds")
     parser.add_argument(
-        "--indexes", default="flat,ivf,hnsw", help="comma-separated: flat, ivf, hnsw (flat is always built)"
+        "--indexes",
+        default="flat,ivf,hnsw",
+        help="comma-separated: flat, ivf, hnsw, each optionally with :param=value (flat is always built first)",
     )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -103,10 +116,8 @@ def main() -> None:
         timed = queries[: args.latency_queries]
 
         truth: np.ndarray | None = None
-        wanted = {"flat", *args.indexes.split(",")}
-        for name in ("flat", "ivf", "hnsw"):
-            if name not in wanted:
-                continue
+        wanted = ["flat", *(spec for spec in args.indexes.split(",") if spec != "flat")]
+        for name in wanted:
             gc.collect()
             faiss.omp_set_num_threads(args.threads)
             before = rss_mib()
@@ -114,6 +125,9 @@ def main() -> None:
             index = build_edit_index(vectors, ids, name)
             build_s = time.perf_counter() - t0
             memory = rss_mib() - before
+            with tempfile.TemporaryDirectory() as folder:
+                index.save(folder)
+                saved = sum(f.stat().st_size for f in Path(folder).iterdir()) / 2**20
             faiss.omp_set_num_threads(1)
             # recall@1 against exact flat search
             _, found_ids = index.search(queries, 1)
@@ -122,7 +136,7 @@ def main() -> None:
                 truth = top
             recall = float(np.mean(top == truth))
             p = {k: latencies(index.search, timed, k) for k in (1, 10)}
-            rows.append((n, name, build_s, memory, p[1][0], p[1][1], p[10][0], p[10][1], recall))
+            rows.append((n, name, build_s, memory, saved, p[1][0], p[1][1], p[10][0], p[10][1], recall))
             print(_row(*rows[-1]), flush=True)
             del index
         del vectors
@@ -132,16 +146,16 @@ def main() -> None:
     print(f"d={DIM}, {args.queries} queries (noise norm {args.noise}), single-query latency over "
           f"{args.latency_queries} queries on 1 thread; builds on {args.threads} threads")  # fmt: skip
     print()
-    print("| edits | index | build (s) | memory (MiB) | p50 k=1 (ms) | p95 k=1 (ms) | p50 k=10 (ms) "
-          "| p95 k=10 (ms) | recall@1 vs flat |")  # fmt: skip
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| edits | index | build (s) | memory (MiB) | saved (MiB) | p50 k=1 (ms) | p95 k=1 (ms) "
+          "| p50 k=10 (ms) | p95 k=10 (ms) | recall@1 vs flat |")  # fmt: skip
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(_row(*row))
 
 
-def _row(n: int, name: str, build_s: float, memory: float, *rest: float) -> str:
+def _row(n: int, name: str, build_s: float, memory: float, saved: float, *rest: float) -> str:
     a, b, c, d, recall = rest
-    return (f"| {n:,} | {name} | {build_s:.1f} | {memory:.0f} | {a:.2f} | {b:.2f} | {c:.2f} | {d:.2f} "
+    return (f"| {n:,} | {name} | {build_s:.1f} | {memory:.0f} | {saved:.0f} | {a:.2f} | {b:.2f} | {c:.2f} | {d:.2f} "
             f"| {recall:.3f} |")  # fmt: skip
 
 

@@ -166,7 +166,7 @@ class StorageSettings(BaseModel):
     edit_index: Literal["ivf", "hnsw"] = Field(
         default="ivf",
         description="Approximate FAISS index of the edit memory above 50,000 edits (exact search below): "
-        "'ivf' (IndexIVFFlat, nprobe 32) or 'hnsw' (IndexHNSWFlat).",
+        "'ivf' (IVF-PQ fast scan, nprobe 256, its 16 best re-ranked exactly) or 'hnsw' (IndexHNSWFlat).",
     )
 
     @property

@@ -5,16 +5,17 @@ product is the cosine similarity postEdit's retriever ranks by (postEdit §4.3, 
 embeddings). Up to ``flat_threshold`` vectors (default 50,000) the index is exact (``IndexFlatIP``); above it
 it becomes approximate, built from the live vectors when the threshold is crossed:
 
-- ``ivf`` (default): an inverted file (``IndexIVFFlat``, inner product, 4·sqrt(n) lists trained by k-means on
-  a sample of 40 live vectors per list, ``nprobe`` lists searched, a hash-table direct map so removal and
-  reconstruction work).
-  It is retrained when the live count has grown ``retrain_growth`` times since the last training.
+- ``ivf`` (default): :class:`keproxy.memory.refine.RefinedIVF`, an inverted file (4·sqrt(n) lists) scanned
+  through 4-bit PQ codes (``IndexIVFPQFastScan``, ``nprobe`` lists searched), its ``rerank`` best candidates
+  re-scored exactly against the stored float32 vectors; removal and reconstruction work by id. It is
+  retrained when the live count has grown ``retrain_growth`` times since the last training.
 - ``hnsw``: an HNSW graph (``IndexHNSWFlat``). HNSW cannot delete vectors: a removed or replaced edit's
   vector stays in the graph as a tombstone (its FAISS id no longer maps to an edit, so search skips it) until
   tombstones reach ``compact_ratio`` of the graph, when the index is rebuilt from the live vectors.
 
-``bench/retrieval.py`` measured both at 100k random unit vectors (1 thread, k=1): IVF 0.38 ms p50 with
-recall@1 0.974 against exact search, HNSW (efSearch 64) 0.98 ms with 0.91; hence IVF by default.
+``bench/retrieval.py`` (``bench/results/retrieval.md``) measured them at 1M random unit vectors (1 thread,
+k=1): the re-ranked IVF (nprobe 256, rerank 16) 0.92 ms p50 at recall@1 0.998 against exact search, the
+former ``IndexIVFFlat`` (nprobe 32) 0.91 ms at 0.899; HNSW (efSearch 128) reached 0.983 already at 100k.
 
 Flat and HNSW sit in an ``IndexIDMap2``; IVF stores the ids itself. FAISS int64 ids map to edit ids through a
 dict kept beside the index, and each entry carries a ``tag`` (the edit memory stores ``(tenant, scope,
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import secrets
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import faiss
 import numpy as np
+
+from keproxy.memory.refine import RefinedIVF
 
 _faiss: Any = faiss  # the type stubs lack some of the SWIG classes (SearchParametersHNSW)
 
@@ -52,7 +54,7 @@ IndexKind = Literal["flat", "ivf", "hnsw"]
 Tag = tuple[str, ...] | tuple[str, str, str | None]
 _INDEX_FILE = "index.faiss"
 _MAP_FILE = "ids.json"
-_FORMAT = 2  # 2: ids.json carries the digest of index.faiss
+_FORMAT = 2  # 2: ids.json carries the digest of index.faiss (an IVF saved before RefinedIVF: ValueError)
 
 
 def _digest(data: bytes) -> str:
@@ -64,7 +66,7 @@ class EditIndex:
     """Edit embeddings ↔ edit ids, searched by inner product (exact below ``flat_threshold``, ``large`` above).
 
     dim: embedding size (384 for MiniLM). large: the approximate index above the threshold, "ivf" or "hnsw".
-    nprobe: inverted lists an IVF search visits; retrain_growth: growth of the live count since the last
+    nprobe: inverted lists an IVF search visits; rerank: IVF candidates re-scored exactly; retrain_growth: growth of the live count since the last
     k-means training that triggers retraining. hnsw_m: HNSW graph degree M; ef_construction / ef_search:
     HNSW beam widths at build / query time (query time uses max(ef_search, k)). compact_ratio: share of
     tombstones in an HNSW graph that triggers a rebuild from the live vectors.
@@ -80,7 +82,8 @@ class EditIndex:
         *,
         flat_threshold: int = DEFAULT_FLAT_THRESHOLD,
         large: Literal["ivf", "hnsw"] = "ivf",
-        nprobe: int = 32,  # recall@1 0.974 at 100k, 0.916 at 1M random vectors (bench/retrieval.py)
+        nprobe: int = 256,  # with rerank 16: recall@1 >= 0.99 at 1M random vectors (bench/retrieval.py)
+        rerank: int = 16,
         retrain_growth: float = 4.0,
         hnsw_m: int = 32,
         ef_construction: int = 40,
@@ -89,12 +92,13 @@ class EditIndex:
     ) -> None:
         if dim < 1 or flat_threshold < 0 or not 0 < compact_ratio <= 1:
             raise ValueError("dim must be >= 1, flat_threshold >= 0 and 0 < compact_ratio <= 1")
-        if large not in ("ivf", "hnsw") or nprobe < 1 or retrain_growth <= 1:
-            raise ValueError("large must be 'ivf' or 'hnsw', nprobe >= 1 and retrain_growth > 1")
+        if large not in ("ivf", "hnsw") or nprobe < 1 or rerank < 1 or retrain_growth <= 1:
+            raise ValueError("large must be 'ivf' or 'hnsw', nprobe and rerank >= 1, retrain_growth > 1")
         self.dim = dim
         self.flat_threshold = flat_threshold
         self.large = large
         self.nprobe = nprobe
+        self.rerank = rerank
         self.retrain_growth = retrain_growth
         self.hnsw_m = hnsw_m
         self.ef_construction = ef_construction
@@ -119,20 +123,7 @@ class EditIndex:
         inner: Any
         if kind == "ivf":
             assert train is not None and len(train)
-            # 4·sqrt(n) lists (FAISS's guideline), at most n/39 so k-means has 39 points per centroid
-            nlist = max(1, min(int(4 * math.sqrt(len(train))), len(train) // 39))
-            if len(train) > 40 * nlist:  # k-means on a seeded sample of 40 points per list
-                rows = np.random.default_rng(0).choice(len(train), size=40 * nlist, replace=False)
-                train = train[np.sort(rows)]
-            quantizer: Any = faiss.IndexFlatIP(self.dim)
-            ivf: Any = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
-            ivf.own_fields = True  # the IVF index keeps (and frees) its quantizer
-            quantizer.this.disown()
-            ivf.cp.seed = 0
-            ivf.train(train)
-            ivf.set_direct_map_type(_faiss.DirectMap.Hashtable)
-            ivf.nprobe = self.nprobe
-            return ivf
+            return RefinedIVF(self.dim, train, nprobe=self.nprobe, rerank=self.rerank)
         if kind == "hnsw":
             inner = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             inner.hnsw.efConstruction = self.ef_construction
@@ -373,7 +364,9 @@ class EditIndex:
         ``index.faiss`` next to it."""
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
-        data = faiss.serialize_index(self._index).tobytes()
+        data = (
+            self._index.serialize() if self._kind == "ivf" else faiss.serialize_index(self._index).tobytes()
+        )
         suffix = f".{os.getpid()}.{secrets.token_hex(4)}.tmp"
         tmp_index = folder / f".{_INDEX_FILE}{suffix}"
         tmp_index.write_bytes(data)
@@ -388,7 +381,7 @@ class EditIndex:
             "model": self.model,
             "trained_on": self._trained_on,
             "params": {"flat_threshold": self.flat_threshold, "large": self.large, "nprobe": self.nprobe,
-                       "retrain_growth": self.retrain_growth, "hnsw_m": self.hnsw_m,
+                       "rerank": self.rerank, "retrain_growth": self.retrain_growth, "hnsw_m": self.hnsw_m,
                        "ef_construction": self.ef_construction, "ef_search": self.ef_search},
             "entries": [[fid, edit_id, list(self._tags[fid])] for fid, edit_id in self._eid.items()],
         }  # fmt: skip
@@ -415,9 +408,13 @@ class EditIndex:
         if meta.get("digest") != _digest(data):
             raise ValueError(f"{folder / _INDEX_FILE} is not the index {folder / _MAP_FILE} describes")
         index = cls(meta["dim"], **{**meta["params"], **params})
-        raw: Any = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
         kind = meta["kind"]
-        expected = "IndexIVFFlat" if kind == "ivf" else "IndexIDMap2"
+        raw: Any = (
+            RefinedIVF.deserialize(data, nprobe=index.nprobe, rerank=index.rerank)
+            if kind == "ivf"
+            else faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+        )
+        expected = "RefinedIVF" if kind == "ivf" else "IndexIDMap2"
         if kind not in ("flat", "ivf", "hnsw") or type(raw).__name__ != expected or raw.d != index.dim:
             raise ValueError(f"{folder / _INDEX_FILE} is not a {kind!r} index of dimension {index.dim}")
         index._index = raw
@@ -426,8 +423,6 @@ class EditIndex:
         if kind == "hnsw":
             inner: Any = faiss.downcast_index(raw.index)
             inner.hnsw.efSearch = index.ef_search
-        elif kind == "ivf":
-            raw.nprobe = index.nprobe
         index._next_id = int(meta["next_id"])
         index.change_seq = int(meta["change_seq"])
         index.store_id = meta.get("store_id")
