@@ -195,11 +195,11 @@ class _CollectorHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
         self.server.received.append((self.path, self.headers.get("content-type", ""), body))
+        self.server.got_one.set()  # before answering: the exporter may return (and the test look) right after
         self.send_response(200)
         self.send_header("content-type", "application/x-protobuf")
         self.send_header("content-length", "0")
         self.end_headers()
-        self.server.got_one.set()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
