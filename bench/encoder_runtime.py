@@ -32,11 +32,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from memory_recall import chat_queries  # noqa: E402  (bench/ is not a package)
+from memory_recall import chat_queries
 
-from keproxy.datasets import shared_data_dir  # noqa: E402
-from keproxy.memory import EditMemory, EditScope, Embedder, SQLiteEditStore  # noqa: E402
-from keproxy.memory.importers import counterfact_edit  # noqa: E402
+from keproxy.datasets import shared_data_dir
+from keproxy.memory import EditMemory, EditScope, Embedder, SQLiteEditStore
+from keproxy.memory.importers import counterfact_edit
 
 RUNTIMES = ("torch", "onnx", "onnx-int8")
 
@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="ONNX cache folder (default: a temporary one)")
     args = parser.parse_args()
     if args.prepare:
-        Embedder.from_name_or_path(None, runtime="onnx-int8", onnx_cache_dir=args.cache).dimension
+        _ = Embedder.from_name_or_path(None, runtime="onnx-int8", onnx_cache_dir=args.cache).dimension
         return
     if args.runtime:
         worker(args)

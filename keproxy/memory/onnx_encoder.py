@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,10 @@ def export_onnx(folder: Path | str, target: Path) -> None:
     mask = torch.tensor([e.attention_mask for e in example], dtype=torch.int64)
 
     def write(tmp: Path) -> None:
-        with torch.inference_mode():
+        # The TorchScript exporter is deprecated since torch 2.9 (the torch.export one needs onnxscript) and
+        # warns about it and about traced shapes (the graph keeps batch and length dynamic: tested)
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             torch.onnx.export(
                 module, (ids, mask), str(tmp), input_names=["input_ids", "attention_mask"],
                 output_names=["embedding"], opset_version=17, dynamo=False,
