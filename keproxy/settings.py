@@ -321,7 +321,7 @@ class ModelRuntimeSettings(BaseModel):
         "1 keeps concurrent requests from oversubscribing the cores. null: torch's default (all cores).",
     )
     embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
-        default="torch",
+        default="onnx",
         description="Runtime of the default embedding model: torch, onnx (ONNX Runtime fp32) or onnx-int8 (dynamic "
         "int8, per channel); the .onnx files are exported into <data_dir>/onnx/ on first use.",
     )

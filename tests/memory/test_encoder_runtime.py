@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from keproxy.memory import Embedder
+from keproxy.memory.embeddings import DEFAULT_RUNTIME
 from keproxy.memory.onnx_encoder import OnnxEncoder, export_onnx, load_onnx_encoder, model_digest
 
 pytest.importorskip("onnxruntime")
@@ -24,6 +25,8 @@ SENTENCES = [
     "hello",
     "Danielle Darrieux's mother tongue is French, and she was born in Bordeaux in 1917.",
     "I am so hungry, shall we get some pizza tonight? There is a new place near the station.",
+    "",
+    "word " * 400,  # truncated at 256 word pieces: longer than the export's example (dynamic length)
 ]
 
 
@@ -95,6 +98,8 @@ def test_digest_follows_the_model_files(model_path: str, tmp_path: Path) -> None
 def test_runtime_from_environment_and_unknown_runtime(
     monkeypatch: pytest.MonkeyPatch, model_path: str
 ) -> None:
+    monkeypatch.delenv("KEPROXY_EMBEDDING_RUNTIME", raising=False)
+    assert Embedder(model_path).runtime == DEFAULT_RUNTIME == "onnx"
     monkeypatch.setenv("KEPROXY_EMBEDDING_RUNTIME", "onnx-int8")
     assert Embedder(model_path).runtime == "onnx-int8"
     assert Embedder(model_path, runtime="torch").runtime == "torch"
@@ -102,6 +107,18 @@ def test_runtime_from_environment_and_unknown_runtime(
         Embedder(model_path, runtime="tensorrt")
     with pytest.raises(ValueError, match="runtime"):
         load_onnx_encoder(model_path, "torch")
+
+
+def test_an_unwritable_cache_falls_back_to_torch(
+    model_path: str, tmp_path: Path, torch_vectors: np.ndarray
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    embedder = Embedder(
+        model_path, offline=True, runtime="onnx", cache_size=0, onnx_cache_dir=blocker / "onnx"
+    )
+    np.testing.assert_allclose(embedder.encode(SENTENCES), torch_vectors, atol=1e-6)
+    assert not isinstance(embedder._load(), OnnxEncoder)
 
 
 def test_other_folders_are_not_onnx(tmp_path: Path) -> None:
