@@ -40,7 +40,8 @@ logger = logging.getLogger("keproxy.memory")
 #: The encoder runtimes :class:`Embedder` accepts (``runtime``).
 RUNTIMES = ("torch", "onnx", "onnx-int8")
 #: ONNX Runtime fp32: the torch vectors (cosine 1.00000 mean and min on 1,000 sentences), the same recall@1 on
-#: CounterFact paraphrases, 3x faster per query on one thread and ~130 MiB less RSS (bench/encoder_runtime.py).
+#: CounterFact paraphrases, 1.8-3x faster per query on one thread, 130-180 MiB less RSS
+#: (bench/encoder_runtime.py, bench/results/encoder-runtime.md).
 #: int8 is opt-in: its vectors' minimum cosine to fp32 is 0.945.
 DEFAULT_RUNTIME = "onnx"
 
