@@ -320,6 +320,11 @@ class ModelRuntimeSettings(BaseModel):
         description="torch CPU threads of the server's models (embeddings, NLI), set when the first loads; "
         "1 keeps concurrent requests from oversubscribing the cores. null: torch's default (all cores).",
     )
+    embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
+        default="onnx",
+        description="Runtime of the default embedding model: torch, onnx (ONNX Runtime fp32) or onnx-int8 (dynamic "
+        "int8, per channel); the .onnx files are exported into <data_dir>/onnx/ on first use.",
+    )
 
 
 class Settings(

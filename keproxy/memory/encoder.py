@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BertEncoder", "MeanPoolingEncoder", "load_mean_pooling_encoder"]
+__all__ = ["BertEncoder", "MeanPoolingEncoder", "load_mean_pooling_encoder", "read_mean_pooling_folder"]
 
 _TRANSFORMER = "sentence_transformers.models.Transformer"
 _POOLING = "sentence_transformers.models.Pooling"
@@ -46,9 +46,8 @@ class BertEncoder:
     def _norm(self, x: Any, name: str) -> Any:
         import torch
 
-        return torch.nn.functional.layer_norm(
-            x, x.shape[-1:], self.w[f"{name}.weight"], self.w[f"{name}.bias"], self.eps
-        )
+        weight = self.w[f"{name}.weight"]  # its static shape, not x's: the ONNX export needs a constant
+        return torch.nn.functional.layer_norm(x, weight.shape, weight, self.w[f"{name}.bias"], self.eps)
 
     def _linear(self, x: Any, name: str) -> Any:
         import torch
@@ -126,9 +125,10 @@ class MeanPoolingEncoder:
         return out
 
 
-def load_mean_pooling_encoder(folder: Path | str, device: str | None = "cpu") -> MeanPoolingEncoder | None:
-    """The encoder of a local sentence-transformers ``folder`` made of Transformer, mean Pooling and optionally
-    Normalize (e.g. all-MiniLM-L6-v2); None when the folder is anything else (or not a local folder)."""
+def read_mean_pooling_folder(folder: Path | str) -> tuple[Any, int, bool] | None:
+    """(tokenizer, dimension, normalize) of a local Transformer + mean Pooling [+ Normalize] folder, the
+    tokenizer truncating at ``max_seq_length`` and padding to the longest; None for any other folder.
+    Imports ``tokenizers`` only (no torch)."""
     root = Path(folder)
     try:
         modules = json.loads((root / "modules.json").read_text(encoding="utf-8"))
@@ -150,16 +150,27 @@ def load_mean_pooling_encoder(folder: Path | str, device: str | None = "cpu") ->
     )  # fmt: skip
     if modes != {"pooling_mode_mean_tokens"} or config.get("do_lower_case") or not plain_bert:
         return None
-    if device not in (None, "cpu"):
-        return None
-    from safetensors.torch import load_file
     from tokenizers import Tokenizer
 
     max_length = int(config.get("max_seq_length") or bert.get("max_position_embeddings") or 512)
     tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=max_length)
     tokenizer.enable_padding(pad_id=int(bert.get("pad_token_id", 0)), pad_token="[PAD]")  # to the longest
+    return tokenizer, int(pooling["word_embedding_dimension"]), len(kinds) == 3
+
+
+def load_mean_pooling_encoder(folder: Path | str, device: str | None = "cpu") -> MeanPoolingEncoder | None:
+    """The encoder of a local sentence-transformers ``folder`` made of Transformer, mean Pooling and optionally
+    Normalize (e.g. all-MiniLM-L6-v2); None when the folder is anything else (or not a local folder)."""
+    spec = read_mean_pooling_folder(folder)
+    if spec is None or device not in (None, "cpu"):
+        return None
+    from safetensors.torch import load_file
+
+    root = Path(folder)
+    tokenizer, dimension, normalize = spec
+    bert = json.loads((root / "config.json").read_text(encoding="utf-8"))
     return MeanPoolingEncoder(
-        tokenizer, BertEncoder(load_file(str(root / "model.safetensors")), bert), max_seq_length=max_length,
-        dimension=int(pooling["word_embedding_dimension"]), normalize=len(kinds) == 3,
+        tokenizer, BertEncoder(load_file(str(root / "model.safetensors")), bert),
+        max_seq_length=int(tokenizer.truncation["max_length"]), dimension=dimension, normalize=normalize,
     )  # fmt: skip

@@ -91,7 +91,10 @@ def build_pipeline(
     where requests are counted and traced (``ChatService``'s; None: nowhere).
 
     Raises ConfigError (unknown detector, unreachable database, unknown post-editor) or NLIConfigError."""
-    embedder = Embedder.from_name_or_path(settings.embedding_model, threads=settings.torch_threads)
+    embedder = Embedder.from_name_or_path(
+        settings.embedding_model, threads=settings.torch_threads, runtime=settings.embedding_runtime,
+        onnx_cache_dir=settings.data_dir / "onnx",
+    )  # fmt: skip
     nli = nli_backend(settings.nli_backend)
     judge = {"model": settings.judge_model} if settings.judge_model else {}
     detector_resources = DetectorResources(
