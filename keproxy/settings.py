@@ -323,7 +323,7 @@ class ModelRuntimeSettings(BaseModel):
     embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
         default="onnx",
         description="Runtime of the default embedding model: torch, onnx (ONNX Runtime fp32) or onnx-int8 (dynamic "
-        "int8, per channel); the .onnx files are exported into <data_dir>/onnx/ on first use.",
+        "int8, per channel); the .onnx files are exported once per machine into $KEPROXY_ONNX_CACHE or ~/.cache/keproxy/onnx/.",
     )
 
 

@@ -91,10 +91,11 @@ def build_pipeline(
     where requests are counted and traced (``ChatService``'s; None: nowhere).
 
     Raises ConfigError (unknown detector, unreachable database, unknown post-editor) or NLIConfigError."""
+    # the exported ONNX graph goes to the machine's cache (KEPROXY_ONNX_CACHE, ~/.cache/keproxy/onnx), shared by
+    # every server and data_dir: one export per machine and model, not one per data_dir
     embedder = Embedder.from_name_or_path(
-        settings.embedding_model, threads=settings.torch_threads, runtime=settings.embedding_runtime,
-        onnx_cache_dir=settings.data_dir / "onnx",
-    )  # fmt: skip
+        settings.embedding_model, threads=settings.torch_threads, runtime=settings.embedding_runtime
+    )
     nli = nli_backend(settings.nli_backend)
     judge = {"model": settings.judge_model} if settings.judge_model else {}
     detector_resources = DetectorResources(
