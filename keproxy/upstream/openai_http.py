@@ -68,10 +68,12 @@ class HTTPUpstream:
             resp.status, info, upstream=self.name, headers=resp.headers, secrets=self._secrets
         )
 
-    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST the body, return the ``chat.completion`` dict; raises UpstreamError / UpstreamTimeoutError."""
+    async def _post_json(self, path: str, body: dict[str, Any], key: str, missing: str) -> dict[str, Any]:
+        """POST ``body`` (non-streamed) to ``path``; the answer's JSON object, which must hold ``key`` (else
+        UpstreamError "sent <missing>"). Raises UpstreamError / UpstreamTimeoutError, or the mapped error of a
+        non-2xx answer (``_raise_for``)."""
         try:
-            async with await self._pool.post("/chat/completions", self._payload(body, False)) as resp:
+            async with await self._pool.post(path, self._payload(body, False)) as resp:
                 await self._raise_for(resp)
                 raw = await resp.read()
         except TimeoutError as exc:
@@ -82,9 +84,13 @@ class HTTPUpstream:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise UpstreamError(f"upstream {self.name} sent invalid JSON") from exc
-        if not isinstance(data, dict) or "choices" not in data:
-            raise UpstreamError(f"upstream {self.name} sent no choices")
+        if not isinstance(data, dict) or key not in data:
+            raise UpstreamError(f"upstream {self.name} sent {missing}")
         return data
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST the body, return the ``chat.completion`` dict; raises UpstreamError / UpstreamTimeoutError."""
+        return await self._post_json("/chat/completions", body, "choices", "no choices")
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """Yield ``chat.completion.chunk`` dicts parsed from the upstream's server-sent events.
@@ -151,21 +157,7 @@ class HTTPUpstream:
     async def create_response(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST a Responses API body to ``{api_base}/responses``; the ``response`` object. Raises UpstreamError
         (also for an answer that is not a JSON object), UpstreamTimeoutError or InvalidRequestError."""
-        try:
-            async with await self._pool.post("/responses", self._payload(body, False)) as resp:
-                await self._raise_for(resp)
-                raw = await resp.read()
-        except TimeoutError as exc:
-            raise UpstreamTimeoutError(f"upstream {self.name} timed out") from exc
-        except OSError as exc:
-            raise UpstreamError(f"upstream {self.name} unreachable: {exc}") from exc
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise UpstreamError(f"upstream {self.name} sent invalid JSON") from exc
-        if not isinstance(data, dict) or "output" not in data:
-            raise UpstreamError(f"upstream {self.name} sent no response object")
-        return data
+        return await self._post_json("/responses", body, "output", "no response object")
 
     async def stream_response(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """The events of a streamed ``POST {api_base}/responses`` (their ``data:`` JSON objects, each with its
