@@ -7,7 +7,7 @@
   ``response.function_call_arguments.delta`` ..., ``response.function_call_arguments.done``, then
   ``response.output_item.done``; last ``response.completed`` (``response.incomplete`` when the answer was cut
   by ``max_output_tokens``), or ``error`` and ``response.failed`` when the upstream failed mid-way. Every event
-  has its ``sequence_number``, from 0. :func:`translate_stream` applies it to the pipeline's chat SSE bytes.
+  has its ``sequence_number``, from 0. :func:`translate_stream` applies it to the pipeline's chunk batches.
 - :func:`complete_native` / :func:`open_native_stream` send a prepared request to an upstream that speaks the
   Responses API (``keproxy.upstream.ResponsesUpstream``) and log its transcript, like ``ChatService.complete``
   / ``open_stream`` do for chat completions: the transcript's ``upstream_response`` and ``final_response``
@@ -172,31 +172,27 @@ class ResponseEvents:
 
 
 async def translate_stream(
-    chat_sse: AsyncGenerator[bytes, None], events: ResponseEvents
+    batches: AsyncGenerator[list[dict[str, Any]], None], events: ResponseEvents
 ) -> AsyncGenerator[bytes]:
-    """The Responses API's SSE bytes for the pipeline's chat-completions SSE bytes (``ChatService.open_stream``:
-    ``data: <chunk>`` events, an ``{"error": ...}`` event when the upstream failed mid-way, ``data: [DONE]``).
-    Closes ``chat_sse`` when it ends or is closed (the pipeline then logs the transcript)."""
+    """The Responses API's SSE bytes for the pipeline's ``chat.completion.chunk`` batches
+    (``ChatService.open_chunks``); a failure the batches raise mid-way (already logged) becomes ``error`` +
+    ``response.failed``, as ``open_stream`` turns it into an ``{"error": ...}`` event. Closes ``batches`` when it
+    ends or is closed (the pipeline then logs the transcript)."""
     try:
         yield b"".join(event_bytes(e) for e in events.start())
-        failed = False
-        async for piece in chat_sse:
-            out: list[dict[str, Any]] = []
-            for line in piece.split(b"\n"):
-                if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                    continue
-                data = orjson.loads(line[6:])
-                if "error" in data:
-                    out += events.failed(data)
-                    failed = True
-                else:
-                    out += events.chunk(data)
-            if out:
-                yield b"".join(event_bytes(e) for e in out)
-        if not failed:
-            yield b"".join(event_bytes(e) for e in events.end())
+        try:
+            async for batch in batches:
+                out = [event for chunk in batch for event in events.chunk(chunk)]
+                if out:
+                    yield b"".join(event_bytes(e) for e in out)
+        except Exception as exc:  # KeproxyError, or a bug (logged here): end the stream properly
+            if not isinstance(exc, KeproxyError):
+                logger.exception("stream of response %s failed", events.response.get("id"), exc_info=exc)
+            yield b"".join(event_bytes(e) for e in events.failed(error_body(exc)))
+            return
+        yield b"".join(event_bytes(e) for e in events.end())
     finally:
-        await chat_sse.aclose()
+        await batches.aclose()
 
 
 # -- native: the upstream speaks the Responses API ----------------------------------------------------------

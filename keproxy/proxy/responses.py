@@ -114,8 +114,8 @@ async def create_response(body: ResponseCreateRequest, request: Request, princip
         return _json(await complete_native(service.recorder, prepared, native_body), prepared)
     rid = response_id(request_id)
     if body.stream:
-        chat_sse = await service.open_stream(prepared)
-        return _sse(translate_stream(chat_sse, ResponseEvents(wire, rid=rid, alias=body.model)), prepared)
+        batches = await service.open_chunks(prepared)
+        return _sse(translate_stream(batches, ResponseEvents(wire, rid=rid, alias=body.model)), prepared)
     completion = await service.complete(prepared)
     return _json(completion_to_response(completion, wire, rid=rid, alias=body.model), prepared)
 
