@@ -200,8 +200,12 @@ class DetectionSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     detectors: list[str] = Field(
-        default_factory=lambda: ["template", "cue"],
-        description="Correction detectors, combined in this order.",
+        default_factory=lambda: ["learned"],
+        description="Correction detectors, combined in this order (keproxy.corrections.detect.registry: "
+        "template, cue, composite, contradiction, llm-judge, learned). Default: the learned pipeline "
+        "(keproxy.corrections.understand: detect, extract, locate, rewrite with the shipped taggers, the KEIC "
+        "templates as its fast path): patch changes only the spans it locates. [template, cue]: the pattern "
+        "detectors alone (no model; a correction that states only the new value replaces a whole clause).",
     )
     learned_detector: dict[str, Any] = Field(
         default_factory=dict,

@@ -1,8 +1,8 @@
 """Start-up that explains itself: ``check_settings`` (what must hold before keproxy listens) and
 ``startup_summary`` (what is being served, in ~10 lines).
 
-Both read only the settings, the plugin registries and the environment: nothing is loaded or connected, so
-``keproxy config check FILE`` runs them without starting a server. ``keproxy serve`` runs them before it listens
+Both read only the settings, the plugin registries, the environment and the shipped models' manifests: no
+model is loaded and nothing is connected, so ``keproxy config check FILE`` runs them without starting a server. ``keproxy serve`` runs them before it listens
 and prints the summary on stderr; a ConfigError becomes one line there (``keproxy.settings_errors``) and exit
 code 2.
 """
@@ -14,8 +14,10 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
 from keproxy import __version__
-from keproxy.corrections.detect import DETECTORS
+from keproxy.corrections.detect import DETECTORS, DetectorResources, get_detector
 from keproxy.editors.history.registry import strategy_names
 from keproxy.editors.postedit.registry import POST_EDITORS
 from keproxy.errors import ConfigError
@@ -50,6 +52,27 @@ def _check_names(settings: Settings) -> None:
         raise ConfigError(f"post_editor: {message}", param="post_editor")
 
 
+def _check_learned(settings: Settings) -> None:
+    """The ``learned`` detector, when configured, is built now: its construction reads the shipped taggers'
+    manifests (the weights load on the first request), so a missing tagger folder (TaggerMissingError, a
+    ConfigError naming the command that builds it) or a bad ``learned_detector`` option stops start-up."""
+    if "learned" not in settings.detectors:
+        return
+    param = f"detectors[{settings.detectors.index('learned')}]"
+    try:
+        get_detector("learned", DetectorResources(learned=settings.learned_detector))
+    except ConfigError as exc:  # TaggerMissingError
+        raise ConfigError(
+            f"{param}: the learned detector cannot run: {exc.message} (or name the pattern detectors, "
+            "[template, cue], which need no model)",
+            param=param,
+        ) from None
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in ("learned_detector", *error["loc"]))
+        raise ConfigError(f"{where}: {error['msg']}", param="learned_detector") from None
+
+
 def _check_upstreams(settings: Settings) -> None:
     if settings.mock_response is not None:
         return  # every alias answers with the mock: no upstream is called, no key is needed
@@ -75,10 +98,12 @@ def _check_upstreams(settings: Settings) -> None:
 
 def check_settings(settings: Settings) -> None:
     """What start-up checks before it listens: every strategy, detector and post-editor the settings name
-    exists (with the closest name when not); every ``api_key_env`` variable is set; the embedded model's file,
-    the NLI backend's model and, for ``database_url``, the PostgreSQL driver can be found. Raises ConfigError
-    with one line naming the key and the fix."""
+    exists (with the closest name when not); the ``learned`` detector's taggers are shipped and its options
+    valid; every ``api_key_env`` variable is set; the embedded model's file, the NLI backend's model and, for
+    ``database_url``, the PostgreSQL driver can be found. Raises ConfigError with one line naming the key and
+    the fix."""
     _check_names(settings)
+    _check_learned(settings)
     _check_upstreams(settings)
     if settings.database_url and importlib.util.find_spec("psycopg") is None:
         raise ConfigError(
@@ -152,7 +177,9 @@ def startup_summary(settings: Settings, *, config: Path | str | None = None) -> 
         )
     for i, route in enumerate(settings.models if settings.mock_response is None else []):
         lines.append(f"  {'models' if i == 0 else '':<10} {_where(route)}")
-    detectors = ", ".join(settings.detectors)
+    detectors = ", ".join(settings.detectors) or "none (corrections are not detected)"
+    if "learned" in settings.detectors:
+        detectors += " (the shipped taggers, loaded on first use)"
     lines.append(f"  strategy   {settings.default_strategy} (default); detectors {detectors}")
     to_edits = "on" if settings.corrections_to_edits else "off"
     lines.append(
