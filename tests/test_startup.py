@@ -9,6 +9,7 @@ summary of what is served; ``--upstream URL`` serves an OpenAI-protocol server's
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import keproxy as keproxy_package
 from keproxy.errors import ConfigError
 from keproxy.eval.core.proxy import wait_healthy
 from keproxy.models.llama_server import free_port
@@ -192,6 +194,48 @@ def test_upstream_flags_that_cannot_work_are_refused(tmp_path: Path) -> None:
     )
 
 
+def package_without(root: Path, tagger: str) -> Path:
+    """A copy of the keproxy package under ``root`` whose shipped models lack the folder ``tagger`` (the Python
+    files copied, so the package finds its models under ``root``; the other data linked); the folder to put on
+    PYTHONPATH."""
+    source = Path(keproxy_package.__file__).parent
+    shutil.copytree(source, root / "keproxy", ignore=shutil.ignore_patterns("data", "__pycache__"))
+    models = root / "keproxy" / "data" / "models"
+    models.mkdir(parents=True)
+    for entry in (source / "data").iterdir():
+        if entry.name != "models":
+            (models.parent / entry.name).symlink_to(entry)
+    for entry in (source / "data" / "models").iterdir():
+        if entry.name != tagger:
+            (models / entry.name).symlink_to(entry)
+    return root
+
+
+def test_a_missing_tagger_stops_the_default_configuration_in_one_line(tmp_path: Path) -> None:
+    site = package_without(tmp_path / "site", "turn-tagger")
+    env = {"PYTHONPATH": str(site)}
+    refused = keproxy("serve", "--mock-response", "hi", "--data-dir", "d", cwd=tmp_path, env=env)
+    assert one_line(refused) == (
+        f"keproxy: detectors[0]: the learned detector cannot run: no correction tagger at "
+        f"{site}/keproxy/data/models/turn-tagger: build it with `keproxy train corrections` (or name the pattern "
+        "detectors, [template, cue], which need no model)"
+    )
+    assert not (tmp_path / "d").exists()  # refused before anything was built
+    (tmp_path / "patterns.yaml").write_text("detectors: [template, cue]\nmock_response: hi\n")
+    patterns = keproxy("config", "check", "patterns.yaml", cwd=tmp_path, env=env)
+    assert patterns.returncode == 0, patterns.stderr  # the pattern detectors need no tagger
+
+
+def test_bad_learned_detector_options_are_named(tmp_path: Path) -> None:
+    settings = load_settings(mock_response="x", data_dir=tmp_path, learned_detector={"detect_threshold": 2})
+    with pytest.raises(ConfigError) as info:
+        check_settings(settings)
+    assert info.value.message == "learned_detector.detect_threshold: Input should be less than or equal to 1"
+    unknown = load_settings(mock_response="x", data_dir=tmp_path, learned_detector={"treshold": 0.5})
+    with pytest.raises(ConfigError, match=r"^learned_detector\.treshold: Extra inputs are not permitted$"):
+        check_settings(unknown)
+
+
 # --- in process: the checks and the summary themselves ------------------------------------------------------
 
 
@@ -244,3 +288,8 @@ def test_the_summary_of_the_embedded_model_and_of_mock_mode(tmp_path: Path) -> N
     assert "on http://127.0.0.1:9100" in mock[0]
     assert any("every name -> litellm mock_response 'hi'" in line for line in mock)
     assert len(mock) <= 10
+    assert "  strategy   patch (default); detectors learned (the shipped taggers, loaded on first use)" in mock
+    patterns = startup_summary(load_settings(mock_response="hi", data_dir=tmp_path, detectors=["template", "cue"]))
+    assert "  strategy   patch (default); detectors template, cue" in patterns
+    none = startup_summary(load_settings(mock_response="hi", data_dir=tmp_path, detectors=[]))
+    assert "  strategy   patch (default); detectors none (corrections are not detected)" in none
