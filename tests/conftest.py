@@ -52,21 +52,26 @@ def e2e_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert Path(data_dir / "transcripts.sqlite3").exists()
 
 
+#: The pattern detectors: what the fast tier's fixtures detect with (no model to load per app; the learned
+#: default is tested in tests/proxy/test_default_detectors.py and tests/corrections/test_understand.py).
+PATTERNS = ["template", "cue"]
+
+
 @pytest.fixture
 def mock_settings(tmp_path: Path) -> Settings:
-    """litellm mock_response for every alias; transcripts in tmp_path."""
-    return load_settings(mock_response=MOCK_TEXT, data_dir=tmp_path)
+    """litellm mock_response for every alias; transcripts in tmp_path; the pattern detectors."""
+    return load_settings(mock_response=MOCK_TEXT, data_dir=tmp_path, detectors=PATTERNS)
 
 
 @pytest.fixture
 def stub_settings(tmp_path: Path, stub_upstream: StubUpstream) -> Settings:
-    """Aliases on the stub upstream through the HTTP fast path."""
+    """Aliases on the stub upstream through the HTTP fast path; the pattern detectors."""
     models = [
         {"alias": name, "model": f"openai/{name}", "api_base": stub_upstream.api_base, "timeout_s": 1.0}
         for name in ("echo", "slow", "fail500", "reject400", "truncated", "plain")
     ]
     models.append({"alias": "down", "model": "openai/down", "api_base": "http://127.0.0.1:9/v1"})
-    return load_settings(models=models, data_dir=tmp_path)
+    return load_settings(models=models, data_dir=tmp_path, detectors=PATTERNS)
 
 
 async def client_for(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import itertools
 from typing import Any
 
@@ -158,10 +159,12 @@ def test_patch_editor_only_rewrites_earlier_user_and_assistant_turns(
 
 # -- (b) detectors never raise ------------------------------------------------------------------------------------
 
-#: Detectors under test: each rule detector alone and the composite the default settings build.
+#: Detectors under test: each rule detector alone and the composite the default settings build (the learned
+#: pipeline with the shipped taggers).
 DETECTOR_NAMES = ["template", "cue", "settings-default"]
 
 
+@functools.cache  # one detector per name for all examples: the learned one loads its taggers once
 def _detector(name: str) -> Any:
     if name == "template":
         return TemplateDetector()

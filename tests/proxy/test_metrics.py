@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from keproxy.eval.core.proxy import wait_healthy
 from keproxy.models.llama_server import free_port
 from keproxy.settings import ApiKey, Settings, load_settings
-from tests.conftest import client_for
+from tests.conftest import PATTERNS, client_for
 from tests.editors.test_postedit import FRENCH, QUERY, darrieux
 from tests.proxy.test_proxy import dialogue
 from tests.upstream_stub import StubUpstream
@@ -57,6 +57,7 @@ async def test_a_corrected_request_counts_its_correction_edits_and_stages(tmp_pa
         data_dir=tmp_path,
         default_strategy="patch",
         api_keys=[ApiKey(hash=ApiKey.digest(key), tenant="t1")],
+        detectors=PATTERNS,
     )
     async for client in client_for(settings):
         before = await scrape(client)
@@ -90,7 +91,9 @@ async def test_a_corrected_request_counts_its_correction_edits_and_stages(tmp_pa
 async def test_the_responses_api_counts_like_chat_completions(tmp_path: Path) -> None:
     """POST /v1/responses runs the same pipeline: its correction, history edits and stages are counted, and
     the request under its own endpoint and the alias it resolved to."""
-    settings = load_settings(mock_response="Elias.", data_dir=tmp_path, default_strategy="patch")
+    settings = load_settings(
+        mock_response="Elias.", data_dir=tmp_path, default_strategy="patch", detectors=PATTERNS
+    )
     async for client in client_for(settings):
         items = [{"role": m["role"], "content": m["content"]} for m in dialogue(CORRECTION)]
         resp = await client.post("/v1/responses", json={"model": "gpt-any", "input": items})

@@ -27,6 +27,7 @@ from schemathesis.python import asgi  # noqa: E402
 
 from keproxy.proxy.app import create_app  # noqa: E402
 from keproxy.settings import load_settings  # noqa: E402
+from tests.conftest import PATTERNS  # noqa: E402
 from tests.upstream_stub import release_litellm  # noqa: E402
 
 MAX_EXAMPLES = 40
@@ -52,8 +53,10 @@ except pytest.skip.Exception:  # psycopg (the 'postgres' extra) is not installed
 def api_schema(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[schemathesis.BaseSchema]:
     """The app's schema, the app on SQLite files or on a PostgreSQL database (``database_url``)."""
     database_url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    # the pattern detectors: the learned default would load its taggers inside the first multi-turn request,
+    # past schemathesis' request timeout; test_properties fuzzes the default app with any JSON body
     settings = load_settings(
-        mock_response="Yes, that is right.", data_dir=tmp_path, database_url=database_url
+        mock_response="Yes, that is right.", data_dir=tmp_path, database_url=database_url, detectors=PATTERNS
     )
     schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(settings))
     yield schema

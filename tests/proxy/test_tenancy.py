@@ -23,7 +23,7 @@ from keproxy.cli import app as cli_app
 from keproxy.errors import ConfigError
 from keproxy.proxy.auth import ANONYMOUS, Authenticator, Principal, hash_key, new_key
 from keproxy.settings import ApiKey, Settings, load_settings
-from tests.conftest import client_for
+from tests.conftest import PATTERNS, client_for
 
 KEYS = {
     "acme-admin": {"tenant": "acme", "admin": True},
@@ -57,7 +57,7 @@ def tenancy_settings(tmp_path: Path, **overrides: Any) -> Settings:
     keys.append(LEGACY)
     return load_settings(
         mock_response="Her brother Tobias sold it.", data_dir=tmp_path, api_keys=keys,
-        postedit_min_score=0.0, retrieval_k=10, **overrides,
+        postedit_min_score=0.0, retrieval_k=10, **{"detectors": PATTERNS, **overrides},
     )  # fmt: skip
 
 
