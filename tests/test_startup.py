@@ -288,8 +288,12 @@ def test_the_summary_of_the_embedded_model_and_of_mock_mode(tmp_path: Path) -> N
     assert "on http://127.0.0.1:9100" in mock[0]
     assert any("every name -> litellm mock_response 'hi'" in line for line in mock)
     assert len(mock) <= 10
-    assert "  strategy   patch (default); detectors learned (the shipped taggers, loaded on first use)" in mock
-    patterns = startup_summary(load_settings(mock_response="hi", data_dir=tmp_path, detectors=["template", "cue"]))
+    assert (
+        "  strategy   patch (default); detectors learned (the shipped taggers, loaded on first use)" in mock
+    )
+    patterns = startup_summary(
+        load_settings(mock_response="hi", data_dir=tmp_path, detectors=["template", "cue"])
+    )
     assert "  strategy   patch (default); detectors template, cue" in patterns
     none = startup_summary(load_settings(mock_response="hi", data_dir=tmp_path, detectors=[]))
     assert "  strategy   patch (default); detectors none (corrections are not detected)" in none

@@ -31,7 +31,7 @@ from keproxy.memory.embeddings import Embedder
 from keproxy.messages import Message, message_text
 from keproxy.pipeline.state import total_usage
 from keproxy.settings import Settings, load_settings
-from tests.conftest import client_for
+from tests.conftest import PATTERNS, client_for
 from tests.editors.test_strategies import INSTANCE, dialogue
 from tests.upstream_stub import ThreadedServer
 
@@ -133,6 +133,7 @@ GENERATION: dict[str, Any] = {"max_tokens": 100, "length_factor": 2.0}
 
 def _settings(tmp_path: Path, upstream: RecordingUpstream, **overrides: Any) -> Settings:
     route = {"alias": "rec", "model": "openai/rec", "api_base": f"{upstream.url}/v1", "timeout_s": 10.0}
+    overrides.setdefault("detectors", PATTERNS)  # the KEIC templates: no tagger to load per app
     return load_settings(models=[route], data_dir=tmp_path, editor_generation=GENERATION, **overrides)
 
 

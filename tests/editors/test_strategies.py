@@ -290,9 +290,9 @@ async def test_strategies_that_call_the_upstream_need_one() -> None:
 
 async def test_strategies_through_the_app_record_their_upstream_calls(tmp_path: Path) -> None:
     """The in-process app (litellm mock upstream): Reiterate and Verification calls are in the transcript."""
-    from tests.conftest import MOCK_TEXT, client_for
+    from tests.conftest import MOCK_TEXT, PATTERNS, client_for
 
-    settings = load_settings(mock_response=MOCK_TEXT, data_dir=tmp_path)
+    settings = load_settings(mock_response=MOCK_TEXT, data_dir=tmp_path, detectors=PATTERNS)
     d, _ = dialogue("cba")
     async for client in client_for(settings):
         purposes = {}

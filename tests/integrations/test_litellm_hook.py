@@ -23,6 +23,7 @@ from keproxy.integrations.litellm_hook import REQUEST_ID_KEY
 from keproxy.memory.edits import Edit
 from keproxy.settings import load_settings
 from keproxy.transcripts import Transcript
+from tests.conftest import PATTERNS
 from tests.proxy.test_proxy import dialogue
 from tests.upstream_stub import StubUpstream, release_litellm
 
@@ -33,7 +34,7 @@ CORRECTION = 'Wrong. It\'s not "Her brother Tobias," but "Her cousin Lev"'
 async def hook(tmp_path: Path) -> AsyncIterator[KeproxyGuardrail]:
     """The guardrail as the proxy's config.yaml makes it (mode [pre_call, post_call], default_on)."""
     guardrail = KeproxyGuardrail(
-        settings=load_settings(data_dir=tmp_path),
+        settings=load_settings(data_dir=tmp_path, detectors=PATTERNS),
         guardrail_name="keproxy",
         event_hook=[GuardrailEventHooks.pre_call, GuardrailEventHooks.post_call],
         default_on=True,

@@ -20,6 +20,7 @@ from keproxy.integrations import KeproxyAsyncOpenAI, KeproxyInfo, KeproxyOpenAI,
 from keproxy.memory.edits import Edit
 from keproxy.settings import Settings, load_settings
 from keproxy.transcripts import Transcript
+from tests.conftest import PATTERNS
 from tests.proxy.test_proxy import dialogue
 from tests.upstream_stub import StubUpstream
 
@@ -28,7 +29,7 @@ CORRECTION = 'Wrong. It\'s not "Her brother Tobias," but "Her cousin Lev"'
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return load_settings(data_dir=tmp_path)
+    return load_settings(data_dir=tmp_path, detectors=PATTERNS)
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from keproxy.observability import Tracing, traces_url
 from keproxy.proxy.app import create_app
 from keproxy.settings import Settings, load_settings
+from tests.conftest import PATTERNS
 from tests.proxy.test_proxy import dialogue
 
 CHAT = "/v1/chat/completions"
@@ -65,7 +66,9 @@ def tree(spans: tuple[ReadableSpan, ...]) -> tuple[ReadableSpan, list[ReadableSp
 async def test_one_span_per_stage_in_order_under_the_request_span(
     tmp_path: Path, exporter: InMemorySpanExporter
 ) -> None:
-    settings = load_settings(mock_response="Elias.", data_dir=tmp_path, default_strategy="patch")
+    settings = load_settings(
+        mock_response="Elias.", data_dir=tmp_path, default_strategy="patch", detectors=PATTERNS
+    )
     (resp,) = await post(settings, exporter, {"model": "gpt-any", "messages": dialogue(CORRECTION)})
     assert resp.status_code == 200, resp.text
 
@@ -231,7 +234,9 @@ async def test_the_otlp_exporter_posts_protobuf_to_the_collector(
         monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     else:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint)
-    settings = load_settings(mock_response="Elias.", data_dir=tmp_path, default_strategy="patch", **overrides)
+    settings = load_settings(
+        mock_response="Elias.", data_dir=tmp_path, default_strategy="patch", detectors=PATTERNS, **overrides
+    )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         assert isinstance(app.state.tracing, Tracing)

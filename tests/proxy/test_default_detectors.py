@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import openai
 import orjson
@@ -55,7 +54,8 @@ def forwarded(client: openai.OpenAI, turns: list[tuple[str, str]]) -> tuple[list
     """The contents of the messages the upstream received for a chat of (role, text) turns, and keproxy's
     ``x-keproxy-edits`` count."""
     raw = client.chat.completions.with_raw_response.create(
-        model="echo", messages=[{"role": role, "content": text} for role, text in turns]  # type: ignore[misc]
+        model="echo",
+        messages=[{"role": role, "content": text} for role, text in turns],  # type: ignore[misc]
     )
     received = orjson.loads(raw.parse().choices[0].message.content or "")
     return [m["content"] for m in received["messages"]], int(raw.headers["x-keproxy-edits"])

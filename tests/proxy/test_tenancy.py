@@ -55,9 +55,10 @@ def auth(name: str) -> dict[str, str]:
 def tenancy_settings(tmp_path: Path, **overrides: Any) -> Settings:
     keys: list[Any] = [{"hash": hash_key(secret(n)), "name": n, **fields} for n, fields in KEYS.items()]
     keys.append(LEGACY)
+    overrides.setdefault("detectors", PATTERNS)
     return load_settings(
         mock_response="Her brother Tobias sold it.", data_dir=tmp_path, api_keys=keys,
-        postedit_min_score=0.0, retrieval_k=10, **{"detectors": PATTERNS, **overrides},
+        postedit_min_score=0.0, retrieval_k=10, **overrides,
     )  # fmt: skip
 
 
