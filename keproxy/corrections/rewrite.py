@@ -121,6 +121,11 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
             c, d = stale_core(new, old)
             if core_old.casefold() == span.casefold() and new[c:d] and new[c:d] != span:
                 return new[c:d]
+    if old and len(old.split()) == 1 and span.casefold() == old.casefold() and len(new.split()) > 1:
+        # "27" named, "number 72" said: the one word of the new value that has the old value's kind
+        same = [w.strip(".,;:!?") for w in new.split() if shape(w) == shape(old)]
+        if len(same) == 1 and same[0]:
+            new = same[0]
     if len(new.split()) <= _SHORT:
         fitted = _strip_shared(new, sentence[:start], sentence[end:]).strip(" ,;")
         fitted = fitted.rstrip(".!?") if not span.endswith((".", "!", "?")) else fitted

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
+from keproxy.corrections.consolidate import Found, distinctive, one_fact, propagate, support
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagged, Tagger
@@ -165,6 +166,9 @@ class UnderstandingOptions(BaseModel):
     """P(correction) from which a user turn is a correction."""
     stale_threshold: float = Field(default=0.5, ge=0, le=1)
     """P(stale) from which a sentence's tagged words are rewritten."""
+    propagate_threshold: float = Field(default=0.1, ge=0, le=1)
+    """P(stale) of a sentence from which a copy of a found stale value that is not distinctive (a weekday, a
+    small number) is as stale (:func:`keproxy.corrections.consolidate.propagate`)."""
     max_candidates: int = Field(default=24, ge=1)
     """Earlier sentences sent to the stale tagger per correcting turn (the most related first)."""
     patterns: bool = True
@@ -289,7 +293,13 @@ class CorrectionUnderstanding:
         edits = self._quoted(messages, texts, turn, pairs, skip)
         candidates = self._candidates(messages, turn, texts[turn], skip)
         tagged = self.stale_tagger.tag([(texts[turn], texts[i][a:b]) for i, a, b in candidates])
+        scores = {c: r.score for c, r in zip(candidates, tagged, strict=True)}
+
+        def sentence_score(index: int, at: int) -> float:
+            return max((p for (i, a, b), p in scores.items() if i == index and a <= at < b), default=0.0)
+
         flagged: list[tuple[int, int, int]] = []
+        found: list[Found] = []
         for (index, a, b), result in zip(candidates, tagged, strict=True):
             if result.score < self.options.stale_threshold:
                 continue
@@ -299,15 +309,23 @@ class CorrectionUnderstanding:
             by_tags = [
                 t for t in _one_fact_each(sentence, result, pairs) if t[2] not in {k for *_, k in named}
             ]
-            for x, y, k in sorted(named + by_tags):
-                old, new = pairs[k]
-                if (x, y, k) not in named:
-                    x, y = _same_form(sentence, x, y, new)
-                span = sentence[x:y]
-                after = replacement(sentence, x, y, new, old)
-                taken = any(e.turn_index == index and e.start < a + y and a + x < e.end for e in edits)
-                if after is not None and not taken:
-                    edits.append(SpanEdit(index, a + x, a + y, span, after, k))
+            found += [Found(index, a + x, a + y, k, 1.0 + result.score, named=True) for x, y, k in named]
+            for x, y, k in by_tags:
+                x, y = _same_form(sentence, x, y, pairs[k][1])
+                found.append(Found(index, a + x, a + y, k, result.score * result.span_confidence(x, y)))
+        turns = [
+            i for i in range(turn) if i not in skip and messages[i].get("role") in ("user", "assistant")
+        ]  # fmt: skip
+        found += self._named_anywhere(texts, turns, pairs, found, sentence_score)
+        found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))
+        found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
+        for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):
+            old, new = pairs[f.correction]
+            span = texts[f.turn][f.start : f.end]
+            after = replacement(texts[f.turn], f.start, f.end, new, old)
+            taken = any(e.turn_index == f.turn and e.start < f.end and f.start < e.end for e in edits)
+            if after is not None and not taken:
+                edits.append(SpanEdit(f.turn, f.start, f.end, span, after, f.correction))
         for k, (old, new) in enumerate(pairs):
             if len(new.split()) >= 5 and not self._realised(texts, edits, k, new):
                 edits = [
@@ -315,6 +333,32 @@ class CorrectionUnderstanding:
                 ]
                 edits += self._restated(messages, texts, turn, new, k, flagged, skip, edits)
         return edits
+
+    def _named_anywhere(
+        self,
+        texts: Sequence[str],
+        turns: Sequence[int],
+        pairs: Sequence[tuple[str | None, str]],
+        found: Sequence[Found],
+        sentence_score: Any,
+    ) -> list[Found]:
+        """A short old value the user named ("not Glasgow", "calc_vat was the old name") that no flagged
+        sentence holds: its whole-word occurrences in the earlier turns, every one when the value is
+        distinctive, else those in a sentence the tagger scored as possibly stale."""
+        out: list[Found] = []
+        for k, (old, _) in enumerate(pairs):
+            core = (old or "").strip().strip("\"“”'‘’`")
+            if not core or len(core.split()) > 2 or any(f.correction == k for f in found):
+                continue
+            wide = distinctive(core)
+            for index in turns:
+                for at in _find_all(texts[index].casefold(), core.casefold()):
+                    end = at + len(core)
+                    if widen_to_words(texts[index], at, end) != (at, end):
+                        continue
+                    if wide or sentence_score(index, at) >= self.options.propagate_threshold:
+                        out.append(Found(index, at, end, k, 1.0, named=True))
+        return out
 
     @staticmethod
     def _realised(texts: Sequence[str], edits: Sequence[SpanEdit], k: int, new: str) -> bool:

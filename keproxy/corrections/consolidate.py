@@ -1,0 +1,168 @@
+"""One fact per correction, stated wherever the chat stated it: the step between tagging and rewriting.
+
+The stale tagger reads one sentence at a time, so on its own it can (a) tag values of several different facts
+for one correction (in a long story: the corrected age, and beside it every other age) and (b) miss a copy of
+the stale value in a sentence it scored low or never saw (the same value repeated in an earlier user turn, or
+in a sentence the candidate prefilter dropped). A correction changes one fact, and a fact keeps its value
+wherever the chat states it. So, per correction:
+
+1. :func:`one_fact` keeps the spans of the user's named old value when there is one; otherwise the tagged
+   spans whose value (:func:`value_key`: the digits of a number, the folded words of a name) is that of a
+   span that fits the correction nearly as well as the best one (:func:`support`: tagger confidence x
+   sentence score, the correcting turn's words around the span, the new value's written form); spans of
+   other values are dropped;
+2. :func:`propagate` adds every other whole-word occurrence of the kept span texts in the earlier turns: all
+   of them for a distinctive value (:func:`distinctive`: "harbour2291", "Glasgow", "4.7.2"), and for a
+   common one ("12", "Tuesday", "main") only those in a sentence the tagger scored as possibly stale, so the
+   user's unrelated "I have yoga every Tuesday" stays as written.
+
+Pure functions over character offsets; nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from keproxy.corrections.tagging import widen_to_words
+
+__all__ = ["Found", "distinctive", "one_fact", "propagate", "support", "value_key"]
+
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_WORD = re.compile(r"[^\W_]+")
+_COMMON = frozenset(
+    (
+        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february",
+        "march", "april", "may", "june", "july", "august", "september", "october", "november", "december",
+        "today", "tomorrow", "yesterday", "morning", "evening", "night",
+    )
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Found:
+    """A located stale span: ``texts[turn][start:end]`` belongs to correction ``correction``; ``weight``: how
+    well supported it is (tagger span confidence x sentence score, > 1 for a named old value)."""
+
+    turn: int
+    start: int
+    end: int
+    correction: int
+    weight: float
+    named: bool = False
+
+
+def value_key(text: str) -> str:
+    """The value a span states, for comparing spans of one fact: a number's digit groups ("£1,050" ->
+    "1050", "5-night" -> "5", "3.14" -> "3.14"), else its folded words without a plural "s"."""
+    numbers = [m.group().replace(",", "") for m in _NUMBER.finditer(text)]
+    if numbers:
+        return " ".join(numbers)
+    words = [w.casefold() for w in _WORD.findall(text)]
+    return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words)
+
+
+def distinctive(text: str) -> bool:
+    """Whether a value is specific enough that every copy of it in a chat states the same fact: a number of
+    three or more digits or with a separator ("5050", "4.7.2", "20-45-77"), a code-like token ("calc_vat",
+    "harbour2291"), or a capitalised name that is not a weekday or month ("Glasgow")."""
+    core = text.strip(" \t\n.,;:!?()[]{}\"'*`“”‘’")
+    if not core:
+        return False
+    digits = sum(c.isdigit() for c in core)
+    if digits:
+        return digits >= 3 or bool(re.search(r"\d[.:/-]\d", core)) or any(c.isalpha() for c in core)
+    if re.search(r"[_.]\w|\w[A-Z]", core):  # snake_case, dotted.name, camelCase
+        return True
+    words = core.split()
+    return (
+        core[:1].isupper() and len(core) >= 4 and not all(w.casefold().strip(".,") in _COMMON for w in words)
+    )
+
+
+_STEM = re.compile(r"[a-z]+|\d+")
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in _STEM.findall(text.casefold()) if len(w) >= 3 and not w.isdigit()}
+
+
+def _skeleton(text: str) -> str:
+    return re.sub(r"\d+", "#", text.strip(".,;:!?()*`'\"").casefold())
+
+
+def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
+    """How well a tagged span (of a correction that does not name its old value) fits it: the tagger's
+    weight, plus the share of the correcting turn's words found within five words of the span (the same
+    attribute: "box height" by "Height: 55 cm"), plus written-form agreement with the new value (same digits
+    pattern, "3.14" for "3.41"; characters in common)."""
+    text = texts[f.turn]
+    span = text[f.start : f.end]
+    left = text[max(0, f.start - 60) : f.start].split()[-5:]
+    right = text[f.end : f.end + 60].split()[:5]
+    near = _stems(" ".join(left + right))
+    asked = _stems(turn_text) - _stems(new)
+    context = len(near & asked) / max(1, min(len(asked), 6))
+    form = 1.0 if _skeleton(span) == _skeleton(new.split()[0] if new.split() else new) else 0.0
+    chars = difflib.SequenceMatcher(None, span.casefold(), new.casefold()).ratio()
+    return f.weight + context + 0.5 * form + 0.5 * chars
+
+
+def one_fact(
+    found: Sequence[Found], texts: Sequence[str], fit: Callable[[Found], float], *, margin: float = 0.5
+) -> list[Found]:
+    """Per correction, the spans of one fact. A correction whose user named the old value keeps the spans of
+    that value only; one that did not keeps the spans whose value (:func:`value_key`) is that of a span
+    whose ``fit`` (:func:`support`) is within ``margin`` of the best span's: a value the tagger marked but
+    that fits the correction much worse than another (an unrelated age in the same story) is dropped."""
+
+    def key(f: Found) -> str:
+        return value_key(texts[f.turn][f.start : f.end])
+
+    out: list[Found] = []
+    for k in sorted({f.correction for f in found}):
+        mine = [f for f in found if f.correction == k]
+        if any(f.named for f in mine):
+            out += [f for f in mine if f.named]
+            continue
+        fits = [fit(f) for f in mine]
+        keys = {key(f) for f, v in zip(mine, fits, strict=True) if v >= max(fits) - margin}
+        out += [f for f in mine if key(f) in keys]
+    return out
+
+
+def propagate(
+    texts: Sequence[str],
+    turns: Iterable[int],
+    found: Sequence[Found],
+    sentence_score: Callable[[int, int], float],
+    *,
+    min_score: float = 0.1,
+) -> list[Found]:
+    """``found`` plus every whole-word occurrence, in ``turns``, of a found span's text (ignoring case) that is
+    not already found or overlapping one: kept when the text is :func:`distinctive`, or when
+    ``sentence_score(turn, offset)`` (the tagger's P(stale) of the sentence holding it, 0 if never tagged) is
+    at least ``min_score``."""
+    out = list(found)
+    taken = {(f.turn, f.start, f.end) for f in found}
+    allowed = list(turns)
+    for f in found:
+        text = texts[f.turn][f.start : f.end]
+        needle = text.casefold()
+        if len(needle.strip()) < 2:
+            continue
+        wide = distinctive(text)
+        for turn in allowed:
+            hay = texts[turn].casefold()
+            at = hay.find(needle)
+            while at >= 0:
+                end = at + len(needle)
+                whole = widen_to_words(texts[turn], at, end) == (at, end)
+                clash = any(t == turn and s < end and at < e for t, s, e in taken)
+                if whole and not clash and (wide or sentence_score(turn, at) >= min_score):
+                    out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))
+                    taken.add((turn, at, end))
+                at = hay.find(needle, end)
+    return out

@@ -1,0 +1,76 @@
+"""One fact per correction, wherever the chat states it (keproxy.corrections.consolidate)."""
+
+from __future__ import annotations
+
+import pytest
+
+from keproxy.corrections.consolidate import Found, distinctive, one_fact, propagate, support, value_key
+from keproxy.corrections.rewrite import replacement
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [("£1,050", "1050"), ("5-night", "5"), ("3.14", "3.14"), ("Twins", "twin"), ("Glasgow", "glasgow")],
+)
+def test_value_key(text: str, key: str) -> None:
+    assert value_key(text) == key
+
+
+@pytest.mark.parametrize("text", ["5050", "4.7.2", "20-45-77", "harbour2291", "calc_vat", "Glasgow", "3B"])
+def test_distinctive_values(text: str) -> None:
+    assert distinctive(text)
+
+
+@pytest.mark.parametrize("text", ["12", "Tuesday", "main", "March", "it", "*"])
+def test_common_values(text: str) -> None:
+    assert not distinctive(text)
+
+
+def test_one_fact_keeps_the_named_value_only() -> None:
+    texts = ["Tomas was nine and Ines was six."]
+    found = [Found(0, 11, 15, 0, 1.5, named=True), Found(0, 28, 31, 0, 0.9)]
+    assert one_fact(found, texts, lambda f: f.weight) == [found[0]]
+
+
+def test_one_fact_drops_a_value_that_fits_much_worse() -> None:
+    texts = ["Height: 55 cm, and the box is 35 cm tall; 35 cm fits."]
+    good = [Found(0, 30, 32, 0, 0.6), Found(0, 42, 44, 0, 0.5)]
+    poor = Found(0, 8, 10, 0, 0.1)
+    kept = one_fact([poor, *good], texts, lambda f: f.weight * 3)
+    assert kept == good
+
+
+def test_propagate_reaches_every_copy_of_a_distinctive_value() -> None:
+    texts = ["wifi is Calder-Guest", "Join Calder-Guest. Password on the card.", "thanks"]
+    found = [Found(1, 5, 17, 0, 0.8)]
+    out = propagate(texts, [0, 1, 2], found, lambda turn, at: 0.0)
+    assert {(f.turn, texts[f.turn][f.start : f.end]) for f in out} == {
+        (0, "Calder-Guest"),
+        (1, "Calder-Guest"),
+    }
+
+
+def test_propagate_leaves_a_common_word_in_an_unrelated_sentence() -> None:
+    texts = ["The meeting is on Tuesday. I have yoga every Tuesday.", "Tuesday at 3pm it is."]
+    found = [Found(1, 0, 7, 0, 0.9)]
+    related = {(0, 18): 0.6}  # the tagger scored the meeting sentence, not the yoga one
+
+    def score(turn: int, at: int) -> float:
+        return related.get((turn, at), 0.0)
+
+    out = propagate(texts, [0, 1], found, score)
+    assert {(f.turn, f.start) for f in out} == {(1, 0), (0, 18)}
+
+
+def test_support_prefers_the_span_next_to_the_corrected_attribute() -> None:
+    texts = ["Weight: 12 kg. Height: 35 cm."]
+    weight, height = Found(0, 8, 10, 0, 0.5), Found(0, 23, 25, 0, 0.5)
+    turn = "the box height is 38 cm"
+    assert support(height, texts, turn, "38 cm") > support(weight, texts, turn, "38 cm")
+
+
+def test_a_named_one_word_old_value_takes_the_matching_word_of_the_new_value() -> None:
+    sentence = "We stay at Via dei Serragli 27 in Florence."
+    at = sentence.index("27")
+    assert replacement(sentence, at, at + 2, "number 72", "27") == "72"
+    assert replacement("Order a size M.", 13, 14, "size L", "M") == "L"
