@@ -10,7 +10,8 @@ wherever the chat states it. So, per correction:
    spans whose value (:func:`value_key`: the digits of a number, the folded words of a name) is that of a
    span that fits the correction nearly as well as the best one (:func:`support`: tagger confidence x
    sentence score, the correcting turn's words around the span, the new value's written form); spans of
-   other values are dropped;
+   other values are dropped (words of the new value's kind in a flagged sentence, :func:`typed_candidates`,
+   compete too, so a value the tagger missed beside one it wrongly marked can win);
 2. :func:`propagate` adds every other whole-word occurrence of the kept span texts in the earlier turns: all
    of them for a distinctive value (:func:`distinctive`: "harbour2291", "Glasgow", "4.7.2"), and for a
    common one ("12", "Tuesday", "main") only those in a sentence the tagger scored as possibly stale, so the
@@ -26,9 +27,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from keproxy.corrections.rewrite import shape
 from keproxy.corrections.tagging import widen_to_words
 
-__all__ = ["Found", "distinctive", "one_fact", "propagate", "support", "value_key"]
+__all__ = ["Found", "distinctive", "one_fact", "propagate", "support", "typed_candidates", "value_key"]
 
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _WORD = re.compile(r"[^\W_]+")
@@ -82,6 +84,7 @@ def distinctive(text: str) -> bool:
     )
 
 
+_TOKEN = re.compile(r"\S+")
 _STEM = re.compile(r"[a-z]+|\d+")
 
 
@@ -110,8 +113,27 @@ def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
     return f.weight + context + 0.5 * form + 0.5 * chars
 
 
+def typed_candidates(sentence: str, new: str) -> list[tuple[int, int]]:
+    """(start, end) of each word of ``sentence`` of the short new value's kind (a number for a number, a
+    weekday for a weekday, a name for a name; :func:`keproxy.corrections.rewrite.shape`), brackets, currency
+    signs and trailing punctuation left out: values the stale tagger may have missed in a sentence it flagged,
+    for :func:`support` to weigh against the tagged ones. None for a plain word or a value of more than three
+    words."""
+    kind = shape(new)
+    if kind == "word" or len(new.split()) > 3:
+        return []
+    out = []
+    for m in _TOKEN.finditer(sentence):
+        word = m.group()
+        x = m.start() + len(word) - len(word.lstrip("(*$£€\"'`“‘"))
+        y = m.end() - (len(word) - len(word.rstrip(".,;:!?)*\"'`”’")))
+        if x < y and shape(sentence[x:y]) == kind and sentence[x:y].casefold() not in new.casefold():
+            out.append((x, y))
+    return out
+
+
 def one_fact(
-    found: Sequence[Found], texts: Sequence[str], fit: Callable[[Found], float], *, margin: float = 0.5
+    found: Sequence[Found], texts: Sequence[str], fit: Callable[[Found], float], *, margin: float = 0.2
 ) -> list[Found]:
     """Per correction, the spans of one fact. A correction whose user named the old value keeps the spans of
     that value only; one that did not keeps the spans whose value (:func:`value_key`) is that of a span

@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
-from keproxy.corrections.consolidate import Found, distinctive, one_fact, propagate, support
+from keproxy.corrections.consolidate import (
+    Found,
+    distinctive,
+    one_fact,
+    propagate,
+    support,
+    typed_candidates,
+)
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagged, Tagger
@@ -313,6 +320,12 @@ class CorrectionUnderstanding:
             for x, y, k in by_tags:
                 x, y = _same_form(sentence, x, y, pairs[k][1])
                 found.append(Found(index, a + x, a + y, k, result.score * result.span_confidence(x, y)))
+            for k, (old, new) in enumerate(pairs):
+                for x, y in [] if old else typed_candidates(sentence, new):
+                    if not any(f.turn == index and f.start < a + y and a + x < f.end for f in found):
+                        found.append(
+                            Found(index, a + x, a + y, k, result.score * result.span_confidence(x, y))
+                        )
         turns = [
             i for i in range(turn) if i not in skip and messages[i].get("role") in ("user", "assistant")
         ]  # fmt: skip

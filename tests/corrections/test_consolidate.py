@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from keproxy.corrections.consolidate import Found, distinctive, one_fact, propagate, support, value_key
+from keproxy.corrections.consolidate import (
+    Found,
+    distinctive,
+    one_fact,
+    propagate,
+    support,
+    typed_candidates,
+    value_key,
+)
 from keproxy.corrections.rewrite import replacement
 
 
@@ -74,3 +82,11 @@ def test_a_named_one_word_old_value_takes_the_matching_word_of_the_new_value() -
     at = sentence.index("27")
     assert replacement(sentence, at, at + 2, "number 72", "27") == "72"
     assert replacement("Order a size M.", 13, 14, "size L", "M") == "L"
+
+
+def test_typed_candidates_are_values_of_the_new_values_kind() -> None:
+    sentence = "Box: 60 × 40 × 35 cm, packed on Tuesday (Ø 45 cm)."
+    found = [sentence[x:y] for x, y in typed_candidates(sentence, "38 cm")]
+    assert found == ["60", "40", "35", "45"]
+    assert [sentence[x:y] for x, y in typed_candidates(sentence, "Friday")] == ["Tuesday"]
+    assert typed_candidates(sentence, "cardboard") == []
