@@ -36,6 +36,7 @@ from keproxy.corrections.consolidate import (
     support,
     typed_candidates,
 )
+from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagged, Tagger
@@ -141,6 +142,30 @@ def _named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list
             if widen_to_words(sentence, at, at + len(core)) == (at, at + len(core))
         ]
     return out
+
+
+_DETERMINER = re.compile(r"(?i)^(?:the|a|an|this|that|my|your|our|his|her|their)\s+")
+
+
+def _grounded(value: str, said: set[str]) -> bool:
+    """Whether every word of ``value`` occurs in the earlier turns (``said``: their folded words)."""
+    words = set(_fold(value).split())
+    return bool(words) and words <= said
+
+
+def _oriented(old: str | None, new: str, said: set[str]) -> tuple[str | None, str]:
+    """A tagged (old, new) pair checked against what the chat said: the old value is what the earlier turns
+    state, so a pair whose new value they state and whose old value they do not is the other way round ("I
+    wrote 2 cups, meant 3"); a determiner the history does not have is dropped from the old value ("not the
+    Saturday" -> "Saturday")."""
+    if old is None or not said:
+        return old, new
+    bare = _DETERMINER.sub("", old)
+    if bare != old and bare and _grounded(bare, said) and not _grounded(old, said):
+        old = bare
+    if not _grounded(old, said) and _grounded(new, said):
+        return new, old
+    return old, new
 
 
 def _one_fact_each(
@@ -262,9 +287,18 @@ class CorrectionUnderstanding:
             if i not in paired and j not in paired.values():
                 paired[i] = j
         pairs: list[tuple[str | None, str]] = []
+        said = set(history.split())
         for i, (a, b) in enumerate(news):
             old = olds[paired[i]] if i in paired else None
-            pairs.append((text[old[0] : old[1]] if old else None, text[a:b]))
+            pairs.append(_oriented(text[old[0] : old[1]] if old else None, text[a:b], said))
+        if not pairs and self.options.patterns and said:
+            # the turn tagger says "correction" but tags no value: a cue frame ("X, not Y", "I meant Y")
+            # whose old value the history states, and whose new value is of the same kind
+            pairs = [
+                (p.old, p.new)
+                for p in parse_cues(text)
+                if p.old and _grounded(p.old, said) and any(shape(w) == shape(p.old) for w in p.new.split())
+            ]
         return pairs, None
 
     def _candidates(

@@ -90,3 +90,10 @@ def test_typed_candidates_are_values_of_the_new_values_kind() -> None:
     assert found == ["60", "40", "35", "45"]
     assert [sentence[x:y] for x, y in typed_candidates(sentence, "Friday")] == ["Tuesday"]
     assert typed_candidates(sentence, "cardboard") == []
+
+
+def test_a_named_identifier_takes_the_most_alike_word_of_the_new_value() -> None:
+    sentence = "Call fetch_user_orders(id) first."
+    at = sentence.index("fetch_user_orders")
+    got = replacement(sentence, at, at + 17, "called fetch_customer_orders", "fetch_user_orders")
+    assert got == "fetch_customer_orders"
