@@ -30,7 +30,16 @@ from dataclasses import dataclass
 from keproxy.corrections.rewrite import shape
 from keproxy.corrections.tagging import widen_to_words
 
-__all__ = ["Found", "distinctive", "one_fact", "propagate", "support", "typed_candidates", "value_key"]
+__all__ = [
+    "Found",
+    "distinctive",
+    "one_fact",
+    "propagate",
+    "standalone",
+    "support",
+    "typed_candidates",
+    "value_key",
+]
 
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _WORD = re.compile(r"[^\W_]+")
@@ -132,6 +141,17 @@ def typed_candidates(sentence: str, new: str) -> list[tuple[int, int]]:
     return out
 
 
+def standalone(text: str, start: int, end: int, *, loose: bool) -> bool:
+    """Whether ``text[start:end]`` is a whole word: not inside a longer run of letters and digits and, unless
+    ``loose``, not joined to one by ``. , : / -`` either (a common "12" is not the "12" of "12.5"; a distinctive
+    "5050" is the port of "localhost:5050", "DATABASE_URL" that of "process.env.DATABASE_URL")."""
+    if not loose:
+        return widen_to_words(text, start, end) == (start, end)
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_")
+
+
 def one_fact(
     found: Sequence[Found], texts: Sequence[str], fit: Callable[[Found], float], *, margin: float = 0.2
 ) -> list[Found]:
@@ -181,7 +201,7 @@ def propagate(
             at = hay.find(needle)
             while at >= 0:
                 end = at + len(needle)
-                whole = widen_to_words(texts[turn], at, end) == (at, end)
+                whole = standalone(texts[turn], at, end, loose=wide)
                 clash = any(t == turn and s < end and at < e for t, s, e in taken)
                 if whole and not clash and (wide or sentence_score(turn, at) >= min_score):
                     out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))

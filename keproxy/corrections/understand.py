@@ -33,6 +33,7 @@ from keproxy.corrections.consolidate import (
     distinctive,
     one_fact,
     propagate,
+    standalone,
     support,
     typed_candidates,
 )
@@ -401,7 +402,7 @@ class CorrectionUnderstanding:
             for index in turns:
                 for at in _find_all(texts[index].casefold(), core.casefold()):
                     end = at + len(core)
-                    if widen_to_words(texts[index], at, end) != (at, end):
+                    if not standalone(texts[index], at, end, loose=wide):
                         continue
                     if wide or sentence_score(index, at) >= self.options.propagate_threshold:
                         out.append(Found(index, at, end, k, 1.0, named=True))

@@ -9,6 +9,7 @@ from keproxy.corrections.consolidate import (
     distinctive,
     one_fact,
     propagate,
+    standalone,
     support,
     typed_candidates,
     value_key,
@@ -97,3 +98,15 @@ def test_a_named_identifier_takes_the_most_alike_word_of_the_new_value() -> None
     at = sentence.index("fetch_user_orders")
     got = replacement(sentence, at, at + 17, "called fetch_customer_orders", "fetch_user_orders")
     assert got == "fetch_customer_orders"
+
+
+def test_a_distinctive_value_is_found_inside_a_joined_token_a_common_one_is_not() -> None:
+    text = "Run on localhost:5050 with process.env.DATABASE_URL; 12.5 kg"
+    at = text.index("5050")
+    assert standalone(text, at, at + 4, loose=True)
+    assert not standalone(text, at, at + 4, loose=False)
+    at = text.index("DATABASE_URL")
+    assert standalone(text, at, at + 12, loose=True)
+    at = text.index("12")
+    assert not standalone(text, at, at + 2, loose=False)
+    assert not standalone("DATABASE_URLS", 0, 12, loose=True)
