@@ -152,6 +152,20 @@ def standalone(text: str, start: int, end: int, *, loose: bool) -> bool:
     return not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_")
 
 
+def narrow(text: str, start: int, end: int, new: str) -> tuple[int, int]:
+    """A span that joins several values with ``:`` or ``/`` ("10.0.4.71:6379", "3/4") narrowed to the one part
+    written like the new value ("10.0.4.71" for "10.0.4.17"), so the rewrite keeps the rest (the port)."""
+    span = text[start:end]
+    target = _skeleton(new.strip())
+    if not re.search(r"[:/]", span) or _skeleton(span) == target:
+        return start, end
+    parts = [(m.start(), m.end()) for m in re.finditer(r"[^:/]+", span)]
+    same = [(a, b) for a, b in parts if _skeleton(span[a:b]) == target]
+    if len(same) == 1:
+        return start + same[0][0], start + same[0][1]
+    return start, end
+
+
 def one_fact(
     found: Sequence[Found], texts: Sequence[str], fit: Callable[[Found], float], *, margin: float = 0.2
 ) -> list[Found]:

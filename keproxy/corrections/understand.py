@@ -31,6 +31,7 @@ from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.consolidate import (
     Found,
     distinctive,
+    narrow,
     one_fact,
     propagate,
     standalone,
@@ -369,11 +370,12 @@ class CorrectionUnderstanding:
         found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):
             old, new = pairs[f.correction]
-            span = texts[f.turn][f.start : f.end]
-            after = replacement(texts[f.turn], f.start, f.end, new, old)
-            taken = any(e.turn_index == f.turn and e.start < f.end and f.start < e.end for e in edits)
+            start, end = narrow(texts[f.turn], f.start, f.end, new)
+            span = texts[f.turn][start:end]
+            after = replacement(texts[f.turn], start, end, new, old)
+            taken = any(e.turn_index == f.turn and e.start < end and start < e.end for e in edits)
             if after is not None and not taken:
-                edits.append(SpanEdit(f.turn, f.start, f.end, span, after, f.correction))
+                edits.append(SpanEdit(f.turn, start, end, span, after, f.correction))
         for k, (old, new) in enumerate(pairs):
             if len(new.split()) >= 5 and not self._realised(texts, edits, k, new):
                 edits = [

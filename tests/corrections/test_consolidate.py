@@ -7,6 +7,7 @@ import pytest
 from keproxy.corrections.consolidate import (
     Found,
     distinctive,
+    narrow,
     one_fact,
     propagate,
     standalone,
@@ -110,3 +111,11 @@ def test_a_distinctive_value_is_found_inside_a_joined_token_a_common_one_is_not(
     at = text.index("12")
     assert not standalone(text, at, at + 2, loose=False)
     assert not standalone("DATABASE_URLS", 0, 12, loose=True)
+
+
+def test_a_joined_span_is_narrowed_to_the_part_written_like_the_new_value() -> None:
+    text = "REDIS_URL=redis://10.0.4.71:6379/2"
+    at = text.index("10.0.4.71")
+    start, end = narrow(text, at, len(text), "10.0.4.17")
+    assert text[start:end] == "10.0.4.71"
+    assert narrow(text, at, at + 9, "10.0.4.17") == (at, at + 9)
