@@ -119,7 +119,19 @@ def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
     context = len(near & asked) / max(1, min(len(asked), 6))
     form = 1.0 if _skeleton(span) == _skeleton(new.split()[0] if new.split() else new) else 0.0
     chars = difflib.SequenceMatcher(None, span.casefold(), new.casefold()).ratio()
-    return f.weight + context + 0.5 * form + 0.5 * chars
+    return f.weight + context + 0.5 * form + 0.5 * chars + 0.5 * _same_unit(span, right, new)
+
+
+def _same_unit(span: str, right: Sequence[str], new: str) -> float:
+    """1.0 when the new value is a number with a unit ("9.5 kWh", "38 cm") and the span carries that unit
+    or is followed by it ("10 kWh battery"); else 0.0."""
+    words = new.split()
+    at = next((i for i, w in enumerate(words) if _NUMBER.search(w)), None)
+    if at is None or at + 1 >= len(words):
+        return 0.0
+    unit = words[at + 1].strip(".,;:!?()").casefold()
+    following = right[0].strip(".,;:!?()*").casefold() if right else ""
+    return 1.0 if unit and (unit in span.casefold().split() or following == unit) else 0.0
 
 
 def typed_candidates(sentence: str, new: str) -> list[tuple[int, int]]:

@@ -119,8 +119,11 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
             core_old = old[a:b]
             # the new value's differing words: the same diff seen from the other side
             c, d = stale_core(new, old)
-            if core_old.casefold() == span.casefold() and new[c:d] and new[c:d] != span:
-                return new[c:d]
+            core_new = new[c:d]
+            if not span.endswith((".", ",", ";", ":", "!", "?")):
+                core_new = core_new.rstrip(".,;:!?")  # the sentence's own full stop stays the sentence's
+            if core_old.casefold() == span.casefold() and core_new and core_new != span:
+                return core_new
     if old and len(old.split()) == 1 and span.casefold() == old.casefold() and len(new.split()) > 1:
         # "27" named, "number 72" said: the one word of the new value that has the old value's kind
         # (several of that kind: the one written most like the old value, "fetch_user_orders" ->

@@ -119,3 +119,18 @@ def test_a_joined_span_is_narrowed_to_the_part_written_like_the_new_value() -> N
     start, end = narrow(text, at, len(text), "10.0.4.17")
     assert text[start:end] == "10.0.4.71"
     assert narrow(text, at, at + 9, "10.0.4.17") == (at, at + 9)
+
+
+def test_the_new_sentences_full_stop_does_not_land_inside_the_old_one() -> None:
+    sentence = "The last boat leaves at **19:45**, arriving 20:50."
+    at = sentence.index("19:45")
+    old, new = "The last boat leaves at 19:45", "The last boat leaves at 20:30."
+    assert replacement(sentence, at, at + 5, new, old) == "20:30"
+
+
+def test_support_prefers_the_value_carrying_the_new_values_unit() -> None:
+    texts = ["Inverter 5 kW peak; a 10 kWh pack."]
+    inverter, pack = Found(0, 9, 10, 0, 0.5), Found(0, 22, 24, 0, 0.5)
+    assert texts[0][9:10] == "5" and texts[0][22:24] == "10"
+    turn = "the quote should have the 9 kWh model"
+    assert support(pack, texts, turn, "9 kWh") > support(inverter, texts, turn, "9 kWh")
