@@ -206,6 +206,10 @@ class Tagger:
         self.cache_size = cache_size
         self.active_runtime: str | None = None
         """The runtime that runs once loaded (``runtime``, or "torch" after a fallback); None before."""
+        self.cache_hits = 0
+        """Inputs answered from the cache, since construction."""
+        self.cache_misses = 0
+        """Distinct inputs that went to the model, since construction."""
         self._cache: OrderedDict[tuple[str, str], Tagged] = OrderedDict()
         self._loaded: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
@@ -273,6 +277,8 @@ class Tagger:
         missing = list(dict.fromkeys(key for key in inputs if key not in known))
         fresh = dict(zip(missing, self._tag(missing), strict=True))
         with self._lock:
+            self.cache_hits += sum(key in known for key in inputs)
+            self.cache_misses += len(missing)
             for key, value in fresh.items():
                 self._cache[key] = value
             while len(self._cache) > self.cache_size:

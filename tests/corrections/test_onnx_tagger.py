@@ -153,6 +153,29 @@ def test_runtime_from_argument_environment_and_default(monkeypatch: pytest.Monke
         load_onnx_tagger(folder, "torch")
 
 
+def test_a_chat_re_sending_its_history_tags_only_its_new_turn(cache: Path) -> None:
+    turn, stale = (Tagger(MODELS_DIR / n, onnx_cache_dir=cache) for n in ("turn-tagger", "stale-tagger"))
+    understanding = CorrectionUnderstanding(turn, stale)
+    chat = [
+        {
+            "role": "user",
+            "content": "The meeting is on Tuesday at 3pm in Room 204. Please bring your laptop.",
+        },
+        {"role": "assistant", "content": "Noted, see you there."},
+        {"role": "user", "content": "Where is it again?"},
+        {"role": "assistant", "content": "In Room 204."},
+        {"role": "user", "content": "Actually, it's at 4pm."},
+    ]
+    assert [c.turn_index for c in understanding.detect(chat)] == [4]
+    assert (turn.cache_hits, turn.cache_misses) == (0, 2)
+    located = stale.cache_misses
+    assert located > 0 and stale.cache_hits == 0
+    chat += [{"role": "assistant", "content": "Got it: 4pm."}, {"role": "user", "content": "Thanks, bye!"}]
+    assert [c.turn_index for c in understanding.detect(chat)] == [4]
+    assert (turn.cache_hits, turn.cache_misses) == (2, 3)  # only the new user turn went to the model
+    assert (stale.cache_hits, stale.cache_misses) == (located, located)  # turn 4's sentences: all cached
+
+
 def test_the_learned_detector_takes_runtime_and_threads_from_its_resources() -> None:
     detector = get_detector("learned", DetectorResources(tagger_runtime="torch", threads=2))
     assert isinstance(detector, CorrectionUnderstanding)
