@@ -5,7 +5,8 @@ questions and answers about it, then the user corrects one detail of the story. 
 "learned" detector (:class:`keproxy.corrections.understand.CorrectionUnderstanding`, the shipped taggers)
 and the ``patch`` strategy on the whole chat, in one thread, with the taggers on each of ``--runtimes`` (torch,
 ONNX Runtime fp32 / int8) and each of ``--threads`` intra-op threads; the script prints one table, p50 / p99 in
-ms over ``--repeats`` runs (after ``--warmup``) per runtime and thread count side by side, for the correction
+ms over ``--repeats`` runs (after ``--warmup``) per runtime and thread count side by side (the runtimes take
+turns within each repetition, so a change of the machine's load falls on all of them), for the correction
 and for a chat whose last turn is a look-alike that corrects nothing, then the edits each runtime made. Each case
 is timed cold (the taggers' caches emptied before every run) and with the history cached (the steady state of a
 chat: only the new last turn and its candidate sentences are tagged).
@@ -81,31 +82,35 @@ def chat(last: str) -> list[dict[str, str]]:
 
 
 def run(
-    detector: CorrectionUnderstanding,
+    detectors: dict[str, CorrectionUnderstanding],
     messages: list[dict[str, str]],
     repeats: int,
     warmup: int,
     *,
     cold: bool,
-) -> tuple[list[float], object]:
-    """Times of detect + patch. Every repetition's last turn is new (its year changes), so it is never cached;
+) -> tuple[dict[str, list[float]], dict[str, object]]:
+    """Times of detect + patch per detector (runtime), and each one's last result. The detectors take turns
+    within each repetition (in an order reversed every other repetition), so a change of the machine's load
+    falls on all of them alike. Every repetition's last turn is new (its year changes), so it is never cached;
     ``cold`` also empties the taggers' caches first (no turn seen before), else the history's tags are cached
     as they are when a chat re-sends it."""
     editor = PatchEditor()
-    result = None
-    times = []
+    results: dict[str, object] = {}
+    times: dict[str, list[float]] = {name: [] for name in detectors}
     last = messages[-1]["content"]
     for i in range(warmup + repeats):
         turn = [*messages[:-1], {"role": "user", "content": last.replace("1978", str(1900 + i % 99))}]
-        if cold:
-            detector.turn_tagger._cache.clear()
-            detector.stale_tagger._cache.clear()
-        start = time.perf_counter()
-        corrections = detector.detect(turn)
-        result = asyncio.run(editor.edit(turn, corrections, EditContext()))
-        if i >= warmup:
-            times.append(1000 * (time.perf_counter() - start))
-    return times, result
+        for name in list(detectors)[:: 1 if i % 2 else -1]:
+            detector = detectors[name]
+            if cold:
+                detector.turn_tagger._cache.clear()
+                detector.stale_tagger._cache.clear()
+            start = time.perf_counter()
+            corrections = detector.detect(turn)
+            results[name] = asyncio.run(editor.edit(turn, corrections, EditContext()))
+            if i >= warmup:
+                times[name].append(1000 * (time.perf_counter() - start))
+    return times, results
 
 
 def main() -> None:
@@ -124,16 +129,20 @@ def main() -> None:
     columns = [(runtime, threads) for threads in args.threads for runtime in args.runtimes]
     figures: dict[tuple[str, bool], list[str]] = {}
     edits: dict[str, list[str]] = {}
-    for runtime, threads in columns:
-        detector = CorrectionUnderstanding(runtime=runtime, threads=threads)
+    for threads in args.threads:
+        detectors = {
+            runtime: CorrectionUnderstanding(runtime=runtime, threads=threads) for runtime in args.runtimes
+        }
         for name, last in cases:
             messages = chat(last)
             for cold in (True, False):
-                times, result = run(detector, messages, args.repeats, args.warmup, cold=cold)
-                p50, p99 = np.percentile(times, [50, 99])
-                figures.setdefault((name, cold), []).append(f"{p50:.1f} / {p99:.1f}")
-            found = [f"turn {e.turn_index}: {e.before!r} -> {e.after!r}" for e in result.edits]  # type: ignore[attr-defined]
-            edits.setdefault(f"{name}, {runtime}", found)
+                times, results = run(detectors, messages, args.repeats, args.warmup, cold=cold)
+                for runtime in args.runtimes:
+                    p50, p99 = np.percentile(times[runtime], [50, 99])
+                    figures.setdefault((name, cold), []).append(f"{p50:.1f} / {p99:.1f}")
+            for runtime, result in results.items():
+                found = [f"turn {e.turn_index}: {e.before!r} -> {e.after!r}" for e in result.edits]  # type: ignore[attr-defined]
+                edits.setdefault(f"{name}, {runtime}", found)
     print(
         f"{len(chat(cases[0][1]))} turns, story {len(STORY.split())} words; p50 / p99 ms over {args.repeats} runs"
     )
