@@ -213,8 +213,10 @@ class CorrectionUnderstanding:
     """The learned correction pipeline (see the module docstring); a ``CorrectionDetector`` named "learned".
 
     turn_tagger / stale_tagger: default the adapters shipped in ``keproxy/data/models`` (raises
-    TaggerMissingError at construction when absent). locator: the clause locator for restated sentences
-    (default: ``SpanLocator(None)``, lexical; give it the app's embedder for the embedding score).
+    TaggerMissingError at construction when absent), on ``runtime`` with ``threads`` intra-op threads
+    (:class:`~keproxy.corrections.model.Tagger`'s arguments; None: its defaults). locator: the clause locator for
+    restated sentences (default: ``SpanLocator(None)``, lexical; give it the app's embedder for the embedding
+    score).
     """
 
     name = "learned"
@@ -229,9 +231,12 @@ class CorrectionUnderstanding:
         *,
         locator: SpanLocator | None = None,
         threads: int | None = None,
+        runtime: str | None = None,
     ) -> None:
-        self.turn_tagger = turn_tagger or Tagger(MODELS_DIR / "turn-tagger", threads=threads)
-        self.stale_tagger = stale_tagger or Tagger(MODELS_DIR / "stale-tagger", threads=threads)
+        self.turn_tagger = turn_tagger or Tagger(MODELS_DIR / "turn-tagger", threads=threads, runtime=runtime)
+        self.stale_tagger = stale_tagger or Tagger(
+            MODELS_DIR / "stale-tagger", threads=threads, runtime=runtime
+        )
         self.options = options or UnderstandingOptions()
         self.locator = locator or SpanLocator(None)
 
@@ -491,10 +496,14 @@ class CorrectionUnderstanding:
 
 
 def factory(resources: DetectorResources) -> CorrectionDetector:
-    """The ``learned`` detector (``keproxy.corrections.detect.registry``): options from ``resources.learned``;
-    new-only corrections located with the shared embedder when it is a real one."""
+    """The ``learned`` detector (``keproxy.corrections.detect.registry``): options from ``resources.learned``,
+    the taggers' runtime and threads from ``resources.tagger_runtime`` / ``resources.threads``; new-only
+    corrections located with the shared embedder when it is a real one."""
     from keproxy.memory.embeddings import Embedder
 
     encoder = resources.encoder
     locator = SpanLocator(encoder) if isinstance(encoder, Embedder) else None
-    return CorrectionUnderstanding(options=UnderstandingOptions(**resources.learned), locator=locator)
+    return CorrectionUnderstanding(
+        options=UnderstandingOptions(**resources.learned), locator=locator, threads=resources.threads,
+        runtime=resources.tagger_runtime,
+    )  # fmt: skip
