@@ -138,10 +138,10 @@ def typed_candidates(sentence: str, new: str) -> list[tuple[int, int]]:
     """(start, end) of each word of ``sentence`` of the short new value's kind (a number for a number, a
     weekday for a weekday, a name for a name; :func:`keproxy.corrections.rewrite.shape`), brackets, currency
     signs and trailing punctuation left out: values the stale tagger may have missed in a sentence it flagged,
-    for :func:`support` to weigh against the tagged ones. None for a plain word or a value of more than three
-    words."""
+    for :func:`support` to weigh against the tagged ones. None for a plain word or a value of more than two
+    words ("red Saab 900", "1st of March": a name or a phrase, not a value)."""
     kind = shape(new)
-    if kind == "word" or len(new.split()) > 3:
+    if kind == "word" or len(new.split()) > 2:
         return []
     out = []
     for m in _TOKEN.finditer(sentence):

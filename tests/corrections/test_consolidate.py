@@ -134,3 +134,7 @@ def test_support_prefers_the_value_carrying_the_new_values_unit() -> None:
     assert texts[0][9:10] == "5" and texts[0][22:24] == "10"
     turn = "the quote should have the 9 kWh model"
     assert support(pack, texts, turn, "9 kWh") > support(inverter, texts, turn, "9 kWh")
+
+
+def test_a_three_word_new_value_is_a_phrase_not_a_value_kind() -> None:
+    assert typed_candidates("Drove 44 miles in the old green Volvo in 1994.", "red Saab 900") == []
