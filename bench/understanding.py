@@ -3,13 +3,15 @@
 Not a test. The chat: a user asks for a story, the assistant tells it (~400 words), eight more turns of
 questions and answers about it, then the user corrects one detail of the story. Each repetition runs the
 "learned" detector (:class:`keproxy.corrections.understand.CorrectionUnderstanding`, the shipped taggers)
-and the ``patch`` strategy on the whole chat, in one thread, with torch set to ``--threads`` threads; the
-script prints p50 / p99 / mean in ms over ``--repeats`` runs (after ``--warmup``), the stale spans found and
-the edits, and the same for a chat whose last turn is a look-alike that corrects nothing. Each case is timed
-cold (the taggers' caches emptied before every run) and with the history cached (the steady state of a chat:
-only the new last turn and its candidate sentences are tagged).
+and the ``patch`` strategy on the whole chat, in one thread, with the taggers on each of ``--runtimes`` (torch,
+ONNX Runtime fp32 / int8) and each of ``--threads`` intra-op threads; the script prints one table, p50 / p99 in
+ms over ``--repeats`` runs (after ``--warmup``) per runtime and thread count side by side (the runtimes take
+turns within each repetition, so a change of the machine's load falls on all of them), for the correction
+and for a chat whose last turn is a look-alike that corrects nothing, then the edits each runtime made. Each case
+is timed cold (the taggers' caches emptied before every run) and with the history cached (the steady state of a
+chat: only the new last turn and its candidate sentences are tagged).
 
-    .venv/bin/python bench/understanding.py --repeats 200
+    .venv/bin/python bench/understanding.py --repeats 100 --runtimes torch onnx onnx-int8 --threads 1 2
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 
 import numpy as np
 
+from keproxy.corrections.model import RUNTIMES
 from keproxy.corrections.understand import CorrectionUnderstanding
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
@@ -79,31 +82,35 @@ def chat(last: str) -> list[dict[str, str]]:
 
 
 def run(
-    detector: CorrectionUnderstanding,
+    detectors: dict[str, CorrectionUnderstanding],
     messages: list[dict[str, str]],
     repeats: int,
     warmup: int,
     *,
     cold: bool,
-) -> tuple[list[float], object]:
-    """Times of detect + patch. Every repetition's last turn is new (its year changes), so it is never cached;
+) -> tuple[dict[str, list[float]], dict[str, object]]:
+    """Times of detect + patch per detector (runtime), and each one's last result. The detectors take turns
+    within each repetition (in an order reversed every other repetition), so a change of the machine's load
+    falls on all of them alike. Every repetition's last turn is new (its year changes), so it is never cached;
     ``cold`` also empties the taggers' caches first (no turn seen before), else the history's tags are cached
     as they are when a chat re-sends it."""
     editor = PatchEditor()
-    result = None
-    times = []
+    results: dict[str, object] = {}
+    times: dict[str, list[float]] = {name: [] for name in detectors}
     last = messages[-1]["content"]
     for i in range(warmup + repeats):
         turn = [*messages[:-1], {"role": "user", "content": last.replace("1978", str(1900 + i % 99))}]
-        if cold:
-            detector.turn_tagger._cache.clear()
-            detector.stale_tagger._cache.clear()
-        start = time.perf_counter()
-        corrections = detector.detect(turn)
-        result = asyncio.run(editor.edit(turn, corrections, EditContext()))
-        if i >= warmup:
-            times.append(1000 * (time.perf_counter() - start))
-    return times, result
+        for name in list(detectors)[:: 1 if i % 2 else -1]:
+            detector = detectors[name]
+            if cold:
+                detector.turn_tagger._cache.clear()
+                detector.stale_tagger._cache.clear()
+            start = time.perf_counter()
+            corrections = detector.detect(turn)
+            results[name] = asyncio.run(editor.edit(turn, corrections, EditContext()))
+            if i >= warmup:
+                times[name].append(1000 * (time.perf_counter() - start))
+    return times, results
 
 
 def main() -> None:
@@ -112,28 +119,42 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument(
-        "--threads", type=int, default=1, help="torch intra-op threads (the server's default: 1)"
-    )
+    parser.add_argument("--runtimes", nargs="+", default=["torch", "onnx"], choices=RUNTIMES)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="intra-op threads per runtime")
     args = parser.parse_args()
-    import torch
-
-    torch.set_num_threads(args.threads)
-    detector = CorrectionUnderstanding()
-    words = len(STORY.split())
-    for name, last in (
+    cases = (
         ("correction", "Small detail: Pelle said the pier collapsed in 1978, not 1987."),
         ("look-alike", "No worries, that's lovely. Could you give the café a name that sounds like 1978?"),
-    ):
-        messages = chat(last)
-        for cold in (True, False):
-            times, result = run(detector, messages, args.repeats, args.warmup, cold=cold)
-            p50, p99 = np.percentile(times, [50, 99])
-            state = "cold (nothing cached)" if cold else "history cached (a chat re-sending its turns)"
-            print(f"{name}, {state}: {len(messages)} turns, story {words} words, torch threads {args.threads}: "
-                  f"p50 {p50:.1f} ms  p99 {p99:.1f} ms  mean {np.mean(times):.1f} ms over {args.repeats}")  # fmt: skip
-        for edit in result.edits:  # type: ignore[attr-defined]
-            print(f"   turn {edit.turn_index}: {edit.before!r} -> {edit.after!r}")
+    )
+    columns = [(runtime, threads) for threads in args.threads for runtime in args.runtimes]
+    figures: dict[tuple[str, bool], list[str]] = {}
+    edits: dict[str, list[str]] = {}
+    for threads in args.threads:
+        detectors = {
+            runtime: CorrectionUnderstanding(runtime=runtime, threads=threads) for runtime in args.runtimes
+        }
+        for name, last in cases:
+            messages = chat(last)
+            for cold in (True, False):
+                times, results = run(detectors, messages, args.repeats, args.warmup, cold=cold)
+                for runtime in args.runtimes:
+                    p50, p99 = np.percentile(times[runtime], [50, 99])
+                    figures.setdefault((name, cold), []).append(f"{p50:.1f} / {p99:.1f}")
+            for runtime, result in results.items():
+                found = [f"turn {e.turn_index}: {e.before!r} -> {e.after!r}" for e in result.edits]  # type: ignore[attr-defined]
+                edits.setdefault(f"{name}, {runtime}", found)
+    print(
+        f"{len(chat(cases[0][1]))} turns, story {len(STORY.split())} words; p50 / p99 ms over {args.repeats} runs"
+    )
+    print()
+    print("| case | " + " | ".join(f"{r}, {t} thread{'s' * (t > 1)}" for r, t in columns) + " |")
+    print("|---|" + "--:|" * len(columns))
+    for (name, cold), cells in figures.items():
+        state = "cold" if cold else "history cached"
+        print(f"| {name}, {state} | " + " | ".join(cells) + " |")
+    print()
+    for key, found in edits.items():
+        print(f"edits of the last {key} run: {found or 'none'}")
 
 
 if __name__ == "__main__":

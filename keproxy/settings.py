@@ -310,7 +310,7 @@ class PostEditSettings(BaseModel):
 
 
 class ModelRuntimeSettings(BaseModel):
-    """The server's own models: embeddings, their threads (``keproxy.memory.embeddings``, ``keproxy.nli``)."""
+    """The server's models and their threads (``keproxy.memory.embeddings``, ``.nli``, ``.corrections``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -321,13 +321,20 @@ class ModelRuntimeSettings(BaseModel):
     torch_threads: int | None = Field(
         default=1,
         ge=1,
-        description="torch CPU threads of the server's models (embeddings, NLI), set when the first loads; "
-        "1 keeps concurrent requests from oversubscribing the cores. null: torch's default (all cores).",
+        description="CPU threads of the server's models (embeddings, NLI, the learned detector's taggers): "
+        "torch's, set when the first loads, and each ONNX Runtime session's; 1 keeps concurrent requests from "
+        "oversubscribing the cores. null: the runtime's default (all cores).",
     )
     embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
         default="onnx",
         description="Runtime of the default embedding model: torch, onnx (ONNX Runtime fp32) or onnx-int8 (dynamic "
         "int8, per channel); the .onnx files are exported once per machine into $KEPROXY_ONNX_CACHE or ~/.cache/keproxy/onnx/.",
+    )
+    tagger_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
+        default="onnx",
+        description="Runtime of the 'learned' detector's taggers (MiniLM + LoRA adapter + tag head): torch, onnx "
+        "(ONNX Runtime fp32: the same tags as torch) or onnx-int8 (dynamic int8); exported once per machine into "
+        "the embeddings' ONNX cache. Without onnxruntime the taggers run on torch.",
     )
 
 

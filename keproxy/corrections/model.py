@@ -1,16 +1,19 @@
 """The correction taggers at run time: all-MiniLM-L6-v2 with a shipped LoRA adapter and token head.
 
 :class:`Tagger` loads the packaged MiniLM encoder as ``BertForTokenClassification``, merges a peft adapter
-(trained by ``keproxy train corrections``; shipped in ``keproxy/data/models/``) into it and tags
-``(text, pair)`` inputs: :meth:`Tagger.tag` returns, per input, the probability of the sequence label held by
-the ``[CLS]`` position and the labelled character spans of the tagged segment. :func:`encode` is the one
-encoding both training and inference use. torch, transformers and peft are imported when a model loads.
+(trained by ``keproxy train corrections``; shipped in ``keproxy/data/models/``) into it
+(:func:`load_merged_model`) and tags ``(text, pair)`` inputs: :meth:`Tagger.tag` returns, per input, the
+probability of the sequence label held by the ``[CLS]`` position and the labelled character spans of the tagged
+segment. The merged model runs on torch or, exported once per machine, on ONNX Runtime
+(:mod:`keproxy.corrections.onnx_tagger`; the ``runtime`` argument). :func:`encode` is the one encoding both
+training and inference use. torch, transformers and peft are imported when a model loads.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import warnings
 from collections import OrderedDict
@@ -24,11 +27,31 @@ import numpy as np
 from keproxy.errors import ConfigError
 from keproxy.models.artifacts import SHIPPED_MODELS_DIR
 
-__all__ = ["MODELS_DIR", "Tagged", "Tagger", "TaggerMissingError", "encode", "labels_for"]
+__all__ = [
+    "DEFAULT_RUNTIME",
+    "MODELS_DIR",
+    "RUNTIMES",
+    "Tagged",
+    "Tagger",
+    "TaggerMissingError",
+    "encode",
+    "labels_for",
+    "load_merged_model",
+]
 
 #: Where the shipped adapters live (one folder per tagger).
 MODELS_DIR = SHIPPED_MODELS_DIR
 MANIFEST_NAME = "keproxy-tagger.json"
+#: The runtimes :class:`Tagger` accepts: torch (the reference), ONNX Runtime fp32, ONNX Runtime dynamic int8.
+RUNTIMES = ("torch", "onnx", "onnx-int8")
+#: The runtime of a :class:`Tagger` given none and no ``$KEPROXY_TAGGER_RUNTIME``: ONNX Runtime fp32, whose
+#: tags equal torch's on the corpus dev split (bench/results/understanding.md).
+DEFAULT_RUNTIME = "onnx"
+#: A forward pass's fixed cost in word pieces (an estimate: ~1-3 ms of call overhead against ~0.1-0.3 ms per
+#: padded word piece on one CPU thread): the price of one more batch when inputs are grouped by length
+#: (:func:`length_batches`).
+BATCH_OVERHEAD_TOKENS = 16
+logger = logging.getLogger(__name__)
 
 
 class TaggerMissingError(ConfigError):
@@ -92,18 +115,75 @@ class _DropLoadReport(logging.Filter):
         return "LOAD REPORT" not in record.getMessage()
 
 
+def load_merged_model(folder: Path, num_labels: int) -> tuple[Any, Any]:
+    """(tokenizer, model) of the tagger in ``folder``: the packaged MiniLM as ``BertForTokenClassification``
+    with the folder's peft adapter merged into its weights (and its head loaded), in eval mode."""
+    from peft import PeftModel
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    from keproxy.models.artifacts import packaged_model_path
+
+    base = packaged_model_path()
+    hf_logger = logging.getLogger("transformers.modeling_utils")
+    drop = _DropLoadReport()
+    hf_logger.addFilter(drop)  # the head is "missing" from the base: the adapter brings it
+    try:
+        model = AutoModelForTokenClassification.from_pretrained(
+            base, num_labels=num_labels, local_files_only=True
+        )
+    finally:
+        hf_logger.removeFilter(drop)
+    with warnings.catch_warnings():  # peft asks transformers' deprecated is_gradient_checkpointing
+        warnings.simplefilter("ignore", FutureWarning)
+        merged = PeftModel.from_pretrained(model, folder).merge_and_unload().eval()
+    return AutoTokenizer.from_pretrained(base, local_files_only=True), merged
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices of ``lengths`` grouped into batches of at most ``batch_size``, each padded to its longest: the
+    grouping (of the inputs sorted by length) with the fewest padded word pieces, counting
+    :data:`BATCH_OVERHEAD_TOKENS` per batch (dynamic programming, O(n * batch_size))."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    best = [0] * (len(order) + 1)  # best[j]: the cost of the first j inputs
+    cut = [0] * (len(order) + 1)
+    for j in range(1, len(order) + 1):
+        width = lengths[order[j - 1]]  # the longest of any batch ending at j
+        costs = [
+            (best[i] + width * (j - i) + BATCH_OVERHEAD_TOKENS, i) for i in range(max(0, j - batch_size), j)
+        ]
+        best[j], cut[j] = min(costs)
+    out: list[list[int]] = []
+    j = len(order)
+    while j:
+        out.append(order[cut[j] : j])
+        j = cut[j]
+    return out[::-1]
+
+
 class Tagger:
     """A shipped correction tagger (lazily loaded, thread-safe).
 
     folder: the adapter folder (``adapter_config.json`` and ``keproxy-tagger.json``, whose ``labels``,
     ``segment``, ``positive`` and ``max_length`` say how to read the outputs). Raises TaggerMissingError at
-    construction when the folder is incomplete. threads: torch intra-op threads set on load (None: leave).
+    construction when the folder is incomplete. threads: intra-op threads of the model (torch: set on load,
+    process-wide; ONNX Runtime: the session's; None: leave torch's setting / ONNX Runtime's default, all cores).
     cache_size: inputs whose tags are kept (least recently used dropped): a chat re-sends its history with
-    every request, so the tags of its earlier turns are computed once.
+    every request, so the tags of its earlier turns are computed once. runtime: one of :data:`RUNTIMES`; None:
+    ``$KEPROXY_TAGGER_RUNTIME``, else :data:`DEFAULT_RUNTIME`. An ONNX runtime exports the merged model into
+    ``onnx_cache_dir`` (None: ``$KEPROXY_ONNX_CACHE`` or ``~/.cache/keproxy/onnx``) on first use; without
+    onnxruntime, or when the cache cannot be written, the tagger logs a warning and runs on torch
+    (``active_runtime`` says which runs). Raises ValueError for an unknown runtime.
     """
 
     def __init__(
-        self, folder: Path, *, batch_size: int = 32, threads: int | None = None, cache_size: int = 4096
+        self,
+        folder: Path,
+        *,
+        batch_size: int = 32,
+        threads: int | None = None,
+        cache_size: int = 4096,
+        runtime: str | None = None,
+        onnx_cache_dir: Path | str | None = None,
     ) -> None:
         self.folder = Path(folder)
         manifest = self.folder / MANIFEST_NAME
@@ -112,6 +192,11 @@ class Tagger:
                 f"no correction tagger at {self.folder}: build it with `keproxy train corrections`",
                 param="detectors",
             )
+        runtime = runtime or os.environ.get("KEPROXY_TAGGER_RUNTIME") or DEFAULT_RUNTIME
+        if runtime not in RUNTIMES:
+            raise ValueError(f"tagger runtime must be one of {RUNTIMES}, not {runtime!r}")
+        self.runtime = runtime
+        self.onnx_cache_dir = onnx_cache_dir
         self.manifest: dict[str, Any] = json.loads(manifest.read_text(encoding="utf-8"))
         self.labels: list[str] = list(self.manifest["labels"])
         self.segment: int = int(self.manifest["segment"])
@@ -120,40 +205,68 @@ class Tagger:
         self.batch_size = batch_size
         self.threads = threads
         self.cache_size = cache_size
+        self.active_runtime: str | None = None
+        """The runtime that runs once loaded (``runtime``, or "torch" after a fallback); None before."""
+        self.cache_hits = 0
+        """Inputs answered from the cache, since construction."""
+        self.cache_misses = 0
+        """Distinct inputs that went to the model, since construction."""
         self._cache: OrderedDict[tuple[str, str], Tagged] = OrderedDict()
         self._loaded: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
 
     def _load(self) -> tuple[Any, Any]:
+        """(tokenizer, forward): forward maps int64 arrays ``input_ids``, ``token_type_ids``, ``attention_mask``
+        (batch, length) to float32 logits (batch, length, labels)."""
         if self._loaded is not None:
             return self._loaded
         with self._lock:
             if self._loaded is None:
-                import torch
-                from peft import PeftModel
-                from transformers import AutoModelForTokenClassification, AutoTokenizer
+                forward = self._load_onnx() if self.runtime != "torch" else None
+                if forward is None:
+                    tokenizer, forward = self._load_torch()
+                    self.active_runtime = "torch"
+                else:
+                    from transformers import AutoTokenizer
 
-                from keproxy.models.artifacts import packaged_model_path
+                    from keproxy.models.artifacts import packaged_model_path
 
-                if self.threads:
-                    torch.set_num_threads(self.threads)
-                base = packaged_model_path()
-                hf_logger = logging.getLogger("transformers.modeling_utils")
-                drop = _DropLoadReport()
-                hf_logger.addFilter(drop)  # the head is "missing" from the base: the adapter brings it
-                try:
-                    model = AutoModelForTokenClassification.from_pretrained(
-                        base, num_labels=len(self.labels), local_files_only=True
-                    )
-                finally:
-                    hf_logger.removeFilter(drop)
-                with (
-                    warnings.catch_warnings()
-                ):  # peft asks transformers' deprecated is_gradient_checkpointing
-                    warnings.simplefilter("ignore", FutureWarning)
-                    merged = PeftModel.from_pretrained(model, self.folder).merge_and_unload().eval()
-                self._loaded = (AutoTokenizer.from_pretrained(base, local_files_only=True), merged)
+                    tokenizer = AutoTokenizer.from_pretrained(packaged_model_path(), local_files_only=True)
+                    self.active_runtime = self.runtime
+                self._loaded = (tokenizer, forward)
             return self._loaded
+
+    def _load_onnx(self) -> Any:
+        from keproxy.corrections.onnx_tagger import load_onnx_tagger
+
+        try:
+            return load_onnx_tagger(
+                self.folder, self.runtime, num_labels=len(self.labels), cache_dir=self.onnx_cache_dir,
+                threads=self.threads,
+            )  # fmt: skip
+        except (OSError, ImportError) as exc:  # no onnxruntime, a read-only cache: the same tags on torch
+            logger.warning("tagger runtime %s unavailable (%s): using torch", self.runtime, exc)
+            return None
+
+    def _load_torch(self) -> tuple[Any, Any]:
+        import torch
+
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        tokenizer, model = load_merged_model(self.folder, len(self.labels))
+
+        def forward(
+            input_ids: np.ndarray, token_type_ids: np.ndarray, attention_mask: np.ndarray
+        ) -> np.ndarray:
+            with torch.inference_mode():
+                batch = {
+                    "input_ids": torch.from_numpy(input_ids),
+                    "token_type_ids": torch.from_numpy(token_type_ids),
+                    "attention_mask": torch.from_numpy(attention_mask),
+                }
+                return model(**batch).logits.float().numpy()
+
+        return tokenizer, forward
 
     def tag(self, inputs: Sequence[tuple[str, str]]) -> list[Tagged]:
         """Tags of each ``(text, pair)``, in order (see :class:`Tagged`); inputs seen recently come from the
@@ -165,6 +278,8 @@ class Tagger:
         missing = list(dict.fromkeys(key for key in inputs if key not in known))
         fresh = dict(zip(missing, self._tag(missing), strict=True))
         with self._lock:
+            self.cache_hits += sum(key in known for key in inputs)
+            self.cache_misses += len(missing)
             for key, value in fresh.items():
                 self._cache[key] = value
             while len(self._cache) > self.cache_size:
@@ -174,33 +289,25 @@ class Tagger:
     def _tag(self, inputs: Sequence[tuple[str, str]]) -> list[Tagged]:
         if not inputs:
             return []
-        tokenizer, model = self._load()
-        import torch
-
+        tokenizer, forward = self._load()
         positive = self.labels.index(self.positive)
         sequence = [i for i, name in enumerate(self.labels) if not name.startswith(("B-", "I-", "O"))]
         out: list[Tagged | None] = [None] * len(inputs)
-        order = sorted(range(len(inputs)), key=lambda i: len(inputs[i][0]) + len(inputs[i][1]))
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            encodings = [encode(tokenizer, *inputs[i], self.max_length) for i in chunk]
-            width = max(len(e["input_ids"]) for e in encodings)
-            pad = tokenizer.pad_token_id
-            batch = {
-                "input_ids": torch.tensor(
-                    [e["input_ids"] + [pad] * (width - len(e["input_ids"])) for e in encodings]
-                ),
-                "token_type_ids": torch.tensor(
-                    [e["token_type_ids"] + [0] * (width - len(e["token_type_ids"])) for e in encodings]
-                ),
-                "attention_mask": torch.tensor(
-                    [[1] * len(e["input_ids"]) + [0] * (width - len(e["input_ids"])) for e in encodings]
-                ),
-            }
-            with torch.inference_mode():
-                logits = model(**batch).logits.float().numpy()
+        encodings = [encode(tokenizer, text, pair, self.max_length) for text, pair in inputs]
+        pad = tokenizer.pad_token_id
+        for chunk in length_batches([len(e["input_ids"]) for e in encodings], self.batch_size):
+            width = max(len(encodings[i]["input_ids"]) for i in chunk)
+            ids = np.full((len(chunk), width), pad, dtype=np.int64)
+            types = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.int64)
             for row, index in enumerate(chunk):
-                out[index] = self._read(logits[row], encodings[row], positive, sequence)
+                e = encodings[index]
+                ids[row, : len(e["input_ids"])] = e["input_ids"]
+                types[row, : len(e["input_ids"])] = e["token_type_ids"]
+                mask[row, : len(e["input_ids"])] = 1
+            logits = forward(ids, types, mask)
+            for row, index in enumerate(chunk):
+                out[index] = self._read(logits[row], encodings[index], positive, sequence)
         return [t for t in out if t is not None]
 
     def _read(self, logits: np.ndarray, encoding: Any, positive: int, sequence: list[int]) -> Tagged:

@@ -119,8 +119,21 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
             core_old = old[a:b]
             # the new value's differing words: the same diff seen from the other side
             c, d = stale_core(new, old)
-            if core_old.casefold() == span.casefold() and new[c:d] and new[c:d] != span:
-                return new[c:d]
+            core_new = new[c:d]
+            if not span.endswith((".", ",", ";", ":", "!", "?")):
+                core_new = core_new.rstrip(".,;:!?")  # the sentence's own full stop stays the sentence's
+            if core_old.casefold() == span.casefold() and core_new and core_new != span:
+                return core_new
+    if old and len(old.split()) == 1 and span.casefold() == old.casefold() and len(new.split()) > 1:
+        # "27" named, "number 72" said: the one word of the new value that has the old value's kind
+        # (several of that kind: the one written most like the old value, "fetch_user_orders" ->
+        # "fetch_customer_orders" in "called fetch_customer_orders")
+        same = [w.strip(".,;:!?") for w in new.split() if shape(w) == shape(old)]
+        like = [difflib.SequenceMatcher(None, w.casefold(), old.casefold()).ratio() for w in same]
+        if len(same) == 1 and same[0]:
+            new = same[0]
+        elif same and max(like) >= 0.6 and sorted(like)[-2] < max(like):
+            new = same[like.index(max(like))]
     if len(new.split()) <= _SHORT:
         fitted = _strip_shared(new, sentence[:start], sentence[end:]).strip(" ,;")
         fitted = fitted.rstrip(".!?") if not span.endswith((".", "!", "?")) else fitted

@@ -28,6 +28,17 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
+from keproxy.corrections.consolidate import (
+    Found,
+    distinctive,
+    narrow,
+    one_fact,
+    propagate,
+    standalone,
+    support,
+    typed_candidates,
+)
+from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagged, Tagger
@@ -135,6 +146,30 @@ def _named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list
     return out
 
 
+_DETERMINER = re.compile(r"(?i)^(?:the|a|an|this|that|my|your|our|his|her|their)\s+")
+
+
+def _grounded(value: str, said: set[str]) -> bool:
+    """Whether every word of ``value`` occurs in the earlier turns (``said``: their folded words)."""
+    words = set(_fold(value).split())
+    return bool(words) and words <= said
+
+
+def _oriented(old: str | None, new: str, said: set[str]) -> tuple[str | None, str]:
+    """A tagged (old, new) pair checked against what the chat said: the old value is what the earlier turns
+    state, so a pair whose new value they state and whose old value they do not is the other way round ("I
+    wrote 2 cups, meant 3"); a determiner the history does not have is dropped from the old value ("not the
+    Saturday" -> "Saturday")."""
+    if old is None or not said:
+        return old, new
+    bare = _DETERMINER.sub("", old)
+    if bare != old and bare and _grounded(bare, said) and not _grounded(old, said):
+        old = bare
+    if not _grounded(old, said) and _grounded(new, said):
+        return new, old
+    return old, new
+
+
 def _one_fact_each(
     sentence: str, result: Tagged, pairs: Sequence[tuple[str | None, str]]
 ) -> list[tuple[int, int, int]]:
@@ -165,6 +200,9 @@ class UnderstandingOptions(BaseModel):
     """P(correction) from which a user turn is a correction."""
     stale_threshold: float = Field(default=0.5, ge=0, le=1)
     """P(stale) from which a sentence's tagged words are rewritten."""
+    propagate_threshold: float = Field(default=0.1, ge=0, le=1)
+    """P(stale) of a sentence from which a copy of a found stale value that is not distinctive (a weekday, a
+    small number) is as stale (:func:`keproxy.corrections.consolidate.propagate`)."""
     max_candidates: int = Field(default=24, ge=1)
     """Earlier sentences sent to the stale tagger per correcting turn (the most related first)."""
     patterns: bool = True
@@ -175,8 +213,10 @@ class CorrectionUnderstanding:
     """The learned correction pipeline (see the module docstring); a ``CorrectionDetector`` named "learned".
 
     turn_tagger / stale_tagger: default the adapters shipped in ``keproxy/data/models`` (raises
-    TaggerMissingError at construction when absent). locator: the clause locator for restated sentences
-    (default: ``SpanLocator(None)``, lexical; give it the app's embedder for the embedding score).
+    TaggerMissingError at construction when absent), on ``runtime`` with ``threads`` intra-op threads
+    (:class:`~keproxy.corrections.model.Tagger`'s arguments; None: its defaults). locator: the clause locator for
+    restated sentences (default: ``SpanLocator(None)``, lexical; give it the app's embedder for the embedding
+    score).
     """
 
     name = "learned"
@@ -191,9 +231,12 @@ class CorrectionUnderstanding:
         *,
         locator: SpanLocator | None = None,
         threads: int | None = None,
+        runtime: str | None = None,
     ) -> None:
-        self.turn_tagger = turn_tagger or Tagger(MODELS_DIR / "turn-tagger", threads=threads)
-        self.stale_tagger = stale_tagger or Tagger(MODELS_DIR / "stale-tagger", threads=threads)
+        self.turn_tagger = turn_tagger or Tagger(MODELS_DIR / "turn-tagger", threads=threads, runtime=runtime)
+        self.stale_tagger = stale_tagger or Tagger(
+            MODELS_DIR / "stale-tagger", threads=threads, runtime=runtime
+        )
         self.options = options or UnderstandingOptions()
         self.locator = locator or SpanLocator(None)
 
@@ -251,9 +294,18 @@ class CorrectionUnderstanding:
             if i not in paired and j not in paired.values():
                 paired[i] = j
         pairs: list[tuple[str | None, str]] = []
+        said = set(history.split())
         for i, (a, b) in enumerate(news):
             old = olds[paired[i]] if i in paired else None
-            pairs.append((text[old[0] : old[1]] if old else None, text[a:b]))
+            pairs.append(_oriented(text[old[0] : old[1]] if old else None, text[a:b], said))
+        if not pairs and self.options.patterns and said:
+            # the turn tagger says "correction" but tags no value: a cue frame ("X, not Y", "I meant Y")
+            # whose old value the history states, and whose new value is of the same kind
+            pairs = [
+                (p.old, p.new)
+                for p in parse_cues(text)
+                if p.old and _grounded(p.old, said) and any(shape(w) == shape(p.old) for w in p.new.split())
+            ]
         return pairs, None
 
     def _candidates(
@@ -289,7 +341,13 @@ class CorrectionUnderstanding:
         edits = self._quoted(messages, texts, turn, pairs, skip)
         candidates = self._candidates(messages, turn, texts[turn], skip)
         tagged = self.stale_tagger.tag([(texts[turn], texts[i][a:b]) for i, a, b in candidates])
+        scores = {c: r.score for c, r in zip(candidates, tagged, strict=True)}
+
+        def sentence_score(index: int, at: int) -> float:
+            return max((p for (i, a, b), p in scores.items() if i == index and a <= at < b), default=0.0)
+
         flagged: list[tuple[int, int, int]] = []
+        found: list[Found] = []
         for (index, a, b), result in zip(candidates, tagged, strict=True):
             if result.score < self.options.stale_threshold:
                 continue
@@ -299,15 +357,30 @@ class CorrectionUnderstanding:
             by_tags = [
                 t for t in _one_fact_each(sentence, result, pairs) if t[2] not in {k for *_, k in named}
             ]
-            for x, y, k in sorted(named + by_tags):
-                old, new = pairs[k]
-                if (x, y, k) not in named:
-                    x, y = _same_form(sentence, x, y, new)
-                span = sentence[x:y]
-                after = replacement(sentence, x, y, new, old)
-                taken = any(e.turn_index == index and e.start < a + y and a + x < e.end for e in edits)
-                if after is not None and not taken:
-                    edits.append(SpanEdit(index, a + x, a + y, span, after, k))
+            found += [Found(index, a + x, a + y, k, 1.0 + result.score, named=True) for x, y, k in named]
+            for x, y, k in by_tags:
+                x, y = _same_form(sentence, x, y, pairs[k][1])
+                found.append(Found(index, a + x, a + y, k, result.score * result.span_confidence(x, y)))
+            for k, (old, new) in enumerate(pairs):
+                for x, y in [] if old else typed_candidates(sentence, new):
+                    if not any(f.turn == index and f.start < a + y and a + x < f.end for f in found):
+                        found.append(
+                            Found(index, a + x, a + y, k, result.score * result.span_confidence(x, y))
+                        )
+        turns = [
+            i for i in range(turn) if i not in skip and messages[i].get("role") in ("user", "assistant")
+        ]  # fmt: skip
+        found += self._named_anywhere(texts, turns, pairs, found, sentence_score)
+        found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))
+        found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
+        for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):
+            old, new = pairs[f.correction]
+            start, end = narrow(texts[f.turn], f.start, f.end, new)
+            span = texts[f.turn][start:end]
+            after = replacement(texts[f.turn], start, end, new, old)
+            taken = any(e.turn_index == f.turn and e.start < end and start < e.end for e in edits)
+            if after is not None and not taken:
+                edits.append(SpanEdit(f.turn, start, end, span, after, f.correction))
         for k, (old, new) in enumerate(pairs):
             if len(new.split()) >= 5 and not self._realised(texts, edits, k, new):
                 edits = [
@@ -315,6 +388,32 @@ class CorrectionUnderstanding:
                 ]
                 edits += self._restated(messages, texts, turn, new, k, flagged, skip, edits)
         return edits
+
+    def _named_anywhere(
+        self,
+        texts: Sequence[str],
+        turns: Sequence[int],
+        pairs: Sequence[tuple[str | None, str]],
+        found: Sequence[Found],
+        sentence_score: Any,
+    ) -> list[Found]:
+        """A short old value the user named ("not Glasgow", "calc_vat was the old name") that no flagged
+        sentence holds: its whole-word occurrences in the earlier turns, every one when the value is
+        distinctive, else those in a sentence the tagger scored as possibly stale."""
+        out: list[Found] = []
+        for k, (old, _) in enumerate(pairs):
+            core = (old or "").strip().strip("\"“”'‘’`")
+            if not core or len(core.split()) > 2 or any(f.correction == k for f in found):
+                continue
+            wide = distinctive(core)
+            for index in turns:
+                for at in _find_all(texts[index].casefold(), core.casefold()):
+                    end = at + len(core)
+                    if not standalone(texts[index], at, end, loose=wide):
+                        continue
+                    if wide or sentence_score(index, at) >= self.options.propagate_threshold:
+                        out.append(Found(index, at, end, k, 1.0, named=True))
+        return out
 
     @staticmethod
     def _realised(texts: Sequence[str], edits: Sequence[SpanEdit], k: int, new: str) -> bool:
@@ -397,10 +496,14 @@ class CorrectionUnderstanding:
 
 
 def factory(resources: DetectorResources) -> CorrectionDetector:
-    """The ``learned`` detector (``keproxy.corrections.detect.registry``): options from ``resources.learned``;
-    new-only corrections located with the shared embedder when it is a real one."""
+    """The ``learned`` detector (``keproxy.corrections.detect.registry``): options from ``resources.learned``,
+    the taggers' runtime and threads from ``resources.tagger_runtime`` / ``resources.threads``; new-only
+    corrections located with the shared embedder when it is a real one."""
     from keproxy.memory.embeddings import Embedder
 
     encoder = resources.encoder
     locator = SpanLocator(encoder) if isinstance(encoder, Embedder) else None
-    return CorrectionUnderstanding(options=UnderstandingOptions(**resources.learned), locator=locator)
+    return CorrectionUnderstanding(
+        options=UnderstandingOptions(**resources.learned), locator=locator, threads=resources.threads,
+        runtime=resources.tagger_runtime,
+    )  # fmt: skip

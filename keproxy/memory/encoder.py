@@ -54,14 +54,16 @@ class BertEncoder:
 
         return torch.nn.functional.linear(x, self.w[f"{name}.weight"], self.w[f"{name}.bias"])
 
-    def __call__(self, ids: Any, mask: Any) -> Any:
-        """ids, mask: int64 (batch, length); float32 (batch, length, hidden)."""
+    def __call__(self, ids: Any, mask: Any, types: Any = None) -> Any:
+        """ids, mask (and types, the token type ids of a text pair; None: all 0): int64 (batch, length);
+        float32 (batch, length, hidden)."""
         import torch
 
         f = torch.nn.functional
         w, (batch, length) = self.w, ids.shape
         x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
-        x = self._norm(x + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+        token_types = w["embeddings.token_type_embeddings.weight"]
+        x = self._norm(x + (token_types[0] if types is None else token_types[types]), "embeddings.LayerNorm")
         keep = mask.bool()[:, None, None, :]  # (batch, 1, 1, length): attend to real tokens only
         head = x.shape[-1] // self.heads
         for i in range(self.layers):

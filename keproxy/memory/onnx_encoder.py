@@ -16,9 +16,6 @@ quantization.html); measured vectors' cosine to the torch encoder and retrieval 
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from keproxy.memory.encoder import MeanPoolingEncoder, load_mean_pooling_encoder, read_mean_pooling_folder
+from keproxy.models.onnx_cache import default_cache_dir, files_digest, quantize_matmuls, write_atomically
 
 __all__ = [
     "ONNX_RUNTIMES",
@@ -43,27 +41,10 @@ _FORMAT = "keproxy-onnx-v1 opset17"  # part of the digest: bump when the exporte
 _DIGESTED = ("config.json", "model.safetensors", "sentence_bert_config.json", "modules.json")
 
 
-def default_cache_dir() -> Path:
-    """``$KEPROXY_ONNX_CACHE``, else ``$XDG_CACHE_HOME/keproxy/onnx``, else ``~/.cache/keproxy/onnx``."""
-    explicit = os.environ.get("KEPROXY_ONNX_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "keproxy" / "onnx"
-
-
 def model_digest(folder: Path | str) -> str:
     """SHA-256 (hex) of the model files that determine the exported graph, and of the export format."""
     root = Path(folder)
-    digest = hashlib.sha256(_FORMAT.encode())
-    for name in _DIGESTED:
-        path = root / name
-        digest.update(name.encode() + b"\0")
-        if path.is_file():
-            with path.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(chunk)
-    return digest.hexdigest()
+    return files_digest(_FORMAT, ((name, root / name) for name in _DIGESTED))
 
 
 def _pooled_module(encoder: MeanPoolingEncoder) -> Any:
@@ -86,19 +67,6 @@ def _pooled_module(encoder: MeanPoolingEncoder) -> Any:
             return pooled
 
     return Pooled().eval()
-
-
-def _write_atomically(target: Path, write: Any) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def export_onnx(folder: Path | str, target: Path) -> None:
@@ -127,24 +95,7 @@ def export_onnx(folder: Path | str, target: Path) -> None:
                               "embedding": {0: "batch"}},
             )  # fmt: skip
 
-    _write_atomically(target, write)
-
-
-def _quantize(source: Path, target: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    # MatMul weights only, one scale per output channel: per-tensor scales gave cosine 0.94-0.98 to fp32 on
-    # short sentences, per-channel 0.98-0.997 (bench/encoder_runtime.py measures it on ~1,000)
-    _write_atomically(
-        target,
-        lambda tmp: quantize_dynamic(
-            str(source),
-            str(tmp),
-            weight_type=QuantType.QInt8,
-            op_types_to_quantize=["MatMul"],
-            per_channel=True,
-        ),
-    )
+    write_atomically(target, write)
 
 
 class OnnxEncoder:
@@ -206,7 +157,7 @@ def load_onnx_encoder(
     if runtime == "onnx-int8":
         path = folder_out / "model-int8.onnx"
         if not path.is_file():
-            _quantize(fp32, path)
+            quantize_matmuls(fp32, path)
     options = onnxruntime.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads

@@ -100,7 +100,7 @@ def build_pipeline(
     judge = {"model": settings.judge_model} if settings.judge_model else {}
     detector_resources = DetectorResources(
         encoder=embedder, nli=nli, nli_name=settings.nli_backend or "local", judge=judge,
-        learned=settings.learned_detector,
+        learned=settings.learned_detector, tagger_runtime=settings.tagger_runtime, threads=settings.torch_threads,
     )  # fmt: skip
     detector = build_detector_for(settings, detector_resources)
     store, edit_store = open_stores(settings)

@@ -248,7 +248,7 @@ def train_tagger(
             "training": training,
         }
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        tagger = Tagger(tmp)
+        tagger = Tagger(tmp, runtime="torch")  # the reference runtime: the dev figures the manifest keeps
         manifest["dev"] = evaluate_tagger(tagger, _examples(name, "dev", config))
         manifest["build_seconds"] = round(time.perf_counter() - build_start, 1)
         manifest["versions"] = {"torch": torch.__version__}

@@ -128,3 +128,32 @@ def test_named_correction_in_a_budget_line_keeps_the_other_amounts(
         == "I earn £2,650 a month after tax, rent is £1,050, bills around £300. How much can I save?"
     )
     assert "£2,650" in forwarded[1] and "£300" in forwarded[1] and "£950" not in forwarded[1]
+
+
+def test_a_named_old_value_loses_the_determiner_the_history_does_not_have(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    history = [
+        ("user", "Book me a table at Luigi on Saturday for four."),
+        ("assistant", "Done: Luigi, Saturday at 7pm, table for four."),
+    ]
+    forwarded, _ = forward(understanding, [*history, ("user", "no, the Sunday, not the Saturday")])
+    assert forwarded[:2] == [
+        "Book me a table at Luigi on Sunday for four.",
+        "Done: Luigi, Sunday at 7pm, table for four.",
+    ]
+
+
+def test_every_copy_of_a_named_identifier_is_renamed_and_nothing_else(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    history = [
+        ("user", "Rename calc_total in billing.py so it reads better."),
+        ("assistant", "Sure: rename calc_total to compute_total and update callers of calc_total."),
+    ]
+    turn = ("user", "the helper is actually called sum_total, calc_total was my typo")
+    forwarded, _ = forward(understanding, [*history, turn])
+    assert forwarded[:2] == [
+        "Rename sum_total in billing.py so it reads better.",
+        "Sure: rename sum_total to compute_total and update callers of sum_total.",
+    ]

@@ -34,6 +34,9 @@ class DetectorResources:
         (``model``, ``mock_response``, ``timeout_s``, ...).
     learned: fields of :class:`~keproxy.corrections.understand.UnderstandingOptions` for the "learned"
         detector (thresholds, candidates, ``patterns``).
+    tagger_runtime: the "learned" detector's taggers' runtime ("torch", "onnx", "onnx-int8"; None: the
+        tagger's default, :data:`keproxy.corrections.model.DEFAULT_RUNTIME`).
+    threads: intra-op CPU threads of the models a factory loads (None: the runtime's default).
     """
 
     encoder: SentenceEncoder | None = None
@@ -42,6 +45,8 @@ class DetectorResources:
     contradiction: Mapping[str, Any] = field(default_factory=dict)
     judge: Mapping[str, Any] = field(default_factory=dict)
     learned: Mapping[str, Any] = field(default_factory=dict)
+    tagger_runtime: str | None = None
+    threads: int | None = None
 
 
 DetectorFactory = Callable[[DetectorResources], CorrectionDetector]

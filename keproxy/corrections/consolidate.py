@@ -1,0 +1,236 @@
+"""One fact per correction, stated wherever the chat stated it: the step between tagging and rewriting.
+
+The stale tagger reads one sentence at a time, so on its own it can (a) tag values of several different facts
+for one correction (in a long story: the corrected age, and beside it every other age) and (b) miss a copy of
+the stale value in a sentence it scored low or never saw (the same value repeated in an earlier user turn, or
+in a sentence the candidate prefilter dropped). A correction changes one fact, and a fact keeps its value
+wherever the chat states it. So, per correction:
+
+1. :func:`one_fact` keeps the spans of the user's named old value when there is one; otherwise the tagged
+   spans whose value (:func:`value_key`: the digits of a number, the folded words of a name) is that of a
+   span that fits the correction nearly as well as the best one (:func:`support`: tagger confidence x
+   sentence score, the correcting turn's words around the span, the new value's written form); spans of
+   other values are dropped (words of the new value's kind in a flagged sentence, :func:`typed_candidates`,
+   compete too, so a value the tagger missed beside one it wrongly marked can win);
+2. :func:`propagate` adds every other whole-word occurrence of the kept span texts in the earlier turns: all
+   of them for a distinctive value (:func:`distinctive`: "harbour2291", "Glasgow", "4.7.2"), and for a
+   common one ("12", "Tuesday", "main") only those in a sentence the tagger scored as possibly stale, so the
+   user's unrelated "I have yoga every Tuesday" stays as written.
+
+Pure functions over character offsets; nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from keproxy.corrections.rewrite import shape
+from keproxy.corrections.tagging import widen_to_words
+
+__all__ = [
+    "Found",
+    "distinctive",
+    "one_fact",
+    "propagate",
+    "standalone",
+    "support",
+    "typed_candidates",
+    "value_key",
+]
+
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_WORD = re.compile(r"[^\W_]+")
+_COMMON = frozenset(
+    (
+        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february",
+        "march", "april", "may", "june", "july", "august", "september", "october", "november", "december",
+        "today", "tomorrow", "yesterday", "morning", "evening", "night",
+    )
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Found:
+    """A located stale span: ``texts[turn][start:end]`` belongs to correction ``correction``; ``weight``: how
+    well supported it is (tagger span confidence x sentence score, > 1 for a named old value)."""
+
+    turn: int
+    start: int
+    end: int
+    correction: int
+    weight: float
+    named: bool = False
+
+
+def value_key(text: str) -> str:
+    """The value a span states, for comparing spans of one fact: a number's digit groups ("£1,050" ->
+    "1050", "5-night" -> "5", "3.14" -> "3.14"), else its folded words without a plural "s"."""
+    numbers = [m.group().replace(",", "") for m in _NUMBER.finditer(text)]
+    if numbers:
+        return " ".join(numbers)
+    words = [w.casefold() for w in _WORD.findall(text)]
+    return " ".join(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words)
+
+
+def distinctive(text: str) -> bool:
+    """Whether a value is specific enough that every copy of it in a chat states the same fact: a number of
+    three or more digits or with a separator ("5050", "4.7.2", "20-45-77"), a code-like token ("calc_vat",
+    "harbour2291"), or a capitalised name that is not a weekday or month ("Glasgow")."""
+    core = text.strip(" \t\n.,;:!?()[]{}\"'*`“”‘’")
+    if not core:
+        return False
+    digits = sum(c.isdigit() for c in core)
+    if digits:
+        return digits >= 3 or bool(re.search(r"\d[.:/-]\d", core)) or any(c.isalpha() for c in core)
+    if re.search(r"[_.]\w|\w[A-Z]", core):  # snake_case, dotted.name, camelCase
+        return True
+    words = core.split()
+    return (
+        core[:1].isupper() and len(core) >= 4 and not all(w.casefold().strip(".,") in _COMMON for w in words)
+    )
+
+
+_TOKEN = re.compile(r"\S+")
+_STEM = re.compile(r"[a-z]+|\d+")
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in _STEM.findall(text.casefold()) if len(w) >= 3 and not w.isdigit()}
+
+
+def _skeleton(text: str) -> str:
+    return re.sub(r"\d+", "#", text.strip(".,;:!?()*`'\"").casefold())
+
+
+def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
+    """How well a tagged span (of a correction that does not name its old value) fits it: the tagger's
+    weight, plus the share of the correcting turn's words found within five words of the span (the same
+    attribute: "box height" by "Height: 55 cm"), plus written-form agreement with the new value (same digits
+    pattern, "3.14" for "3.41"; characters in common)."""
+    text = texts[f.turn]
+    span = text[f.start : f.end]
+    left = text[max(0, f.start - 60) : f.start].split()[-5:]
+    right = text[f.end : f.end + 60].split()[:5]
+    near = _stems(" ".join(left + right))
+    asked = _stems(turn_text) - _stems(new)
+    context = len(near & asked) / max(1, min(len(asked), 6))
+    form = 1.0 if _skeleton(span) == _skeleton(new.split()[0] if new.split() else new) else 0.0
+    chars = difflib.SequenceMatcher(None, span.casefold(), new.casefold()).ratio()
+    return f.weight + context + 0.5 * form + 0.5 * chars + 0.5 * _same_unit(span, right, new)
+
+
+def _same_unit(span: str, right: Sequence[str], new: str) -> float:
+    """1.0 when the new value is a number with a unit ("9.5 kWh", "38 cm") and the span carries that unit
+    or is followed by it ("10 kWh battery"); else 0.0."""
+    words = new.split()
+    at = next((i for i, w in enumerate(words) if _NUMBER.search(w)), None)
+    if at is None or at + 1 >= len(words):
+        return 0.0
+    unit = words[at + 1].strip(".,;:!?()").casefold()
+    following = right[0].strip(".,;:!?()*").casefold() if right else ""
+    return 1.0 if unit and (unit in span.casefold().split() or following == unit) else 0.0
+
+
+def typed_candidates(sentence: str, new: str) -> list[tuple[int, int]]:
+    """(start, end) of each word of ``sentence`` of the short new value's kind (a number for a number, a
+    weekday for a weekday, a name for a name; :func:`keproxy.corrections.rewrite.shape`), brackets, currency
+    signs and trailing punctuation left out: values the stale tagger may have missed in a sentence it flagged,
+    for :func:`support` to weigh against the tagged ones. None for a plain word or a value of more than two
+    words ("red Saab 900", "1st of March": a name or a phrase, not a value)."""
+    kind = shape(new)
+    if kind == "word" or len(new.split()) > 2:
+        return []
+    out = []
+    for m in _TOKEN.finditer(sentence):
+        word = m.group()
+        x = m.start() + len(word) - len(word.lstrip("(*$£€\"'`“‘"))
+        y = m.end() - (len(word) - len(word.rstrip(".,;:!?)*\"'`”’")))
+        if x < y and shape(sentence[x:y]) == kind and sentence[x:y].casefold() not in new.casefold():
+            out.append((x, y))
+    return out
+
+
+def standalone(text: str, start: int, end: int, *, loose: bool) -> bool:
+    """Whether ``text[start:end]`` is a whole word: not inside a longer run of letters and digits and, unless
+    ``loose``, not joined to one by ``. , : / -`` either (a common "12" is not the "12" of "12.5"; a distinctive
+    "5050" is the port of "localhost:5050", "DATABASE_URL" that of "process.env.DATABASE_URL")."""
+    if not loose:
+        return widen_to_words(text, start, end) == (start, end)
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_")
+
+
+def narrow(text: str, start: int, end: int, new: str) -> tuple[int, int]:
+    """A span that joins several values with ``:`` or ``/`` ("10.0.4.71:6379", "3/4") narrowed to the one part
+    written like the new value ("10.0.4.71" for "10.0.4.17"), so the rewrite keeps the rest (the port)."""
+    span = text[start:end]
+    target = _skeleton(new.strip())
+    if not re.search(r"[:/]", span) or _skeleton(span) == target:
+        return start, end
+    parts = [(m.start(), m.end()) for m in re.finditer(r"[^:/]+", span)]
+    same = [(a, b) for a, b in parts if _skeleton(span[a:b]) == target]
+    if len(same) == 1:
+        return start + same[0][0], start + same[0][1]
+    return start, end
+
+
+def one_fact(
+    found: Sequence[Found], texts: Sequence[str], fit: Callable[[Found], float], *, margin: float = 0.2
+) -> list[Found]:
+    """Per correction, the spans of one fact. A correction whose user named the old value keeps the spans of
+    that value only; one that did not keeps the spans whose value (:func:`value_key`) is that of a span
+    whose ``fit`` (:func:`support`) is within ``margin`` of the best span's: a value the tagger marked but
+    that fits the correction much worse than another (an unrelated age in the same story) is dropped."""
+
+    def key(f: Found) -> str:
+        return value_key(texts[f.turn][f.start : f.end])
+
+    out: list[Found] = []
+    for k in sorted({f.correction for f in found}):
+        mine = [f for f in found if f.correction == k]
+        if any(f.named for f in mine):
+            out += [f for f in mine if f.named]
+            continue
+        fits = [fit(f) for f in mine]
+        keys = {key(f) for f, v in zip(mine, fits, strict=True) if v >= max(fits) - margin}
+        out += [f for f in mine if key(f) in keys]
+    return out
+
+
+def propagate(
+    texts: Sequence[str],
+    turns: Iterable[int],
+    found: Sequence[Found],
+    sentence_score: Callable[[int, int], float],
+    *,
+    min_score: float = 0.1,
+) -> list[Found]:
+    """``found`` plus every whole-word occurrence, in ``turns``, of a found span's text (ignoring case) that is
+    not already found or overlapping one: kept when the text is :func:`distinctive`, or when
+    ``sentence_score(turn, offset)`` (the tagger's P(stale) of the sentence holding it, 0 if never tagged) is
+    at least ``min_score``."""
+    out = list(found)
+    taken = {(f.turn, f.start, f.end) for f in found}
+    allowed = list(turns)
+    for f in found:
+        text = texts[f.turn][f.start : f.end]
+        needle = text.casefold()
+        if len(needle.strip()) < 2:
+            continue
+        wide = distinctive(text)
+        for turn in allowed:
+            hay = texts[turn].casefold()
+            at = hay.find(needle)
+            while at >= 0:
+                end = at + len(needle)
+                whole = standalone(texts[turn], at, end, loose=wide)
+                clash = any(t == turn and s < end and at < e for t, s, e in taken)
+                if whole and not clash and (wide or sentence_score(turn, at) >= min_score):
+                    out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))
+                    taken.add((turn, at, end))
+                at = hay.find(needle, end)
+    return out

@@ -1,0 +1,166 @@
+"""The correction taggers (:class:`keproxy.corrections.model.Tagger`) on ONNX Runtime, fp32 or dynamic int8.
+
+:func:`load_onnx_tagger` exports a tagger, the packaged MiniLM with the folder's LoRA adapter merged into its
+weights and its token-classification head (:func:`~keproxy.corrections.model.load_merged_model`), with
+``torch.onnx.export`` (the TorchScript exporter, opset 17, dynamic batch and length) into
+``cache_dir/<digest>/tagger-fp32.onnx`` on first use; for ``"onnx-int8"`` it quantizes that graph
+(:func:`keproxy.models.onnx_cache.quantize_matmuls`: int8 MatMul weights, one scale per output channel) into
+``tagger-int8.onnx``. ``<digest>`` (:func:`tagger_digest`) is the SHA-256 of the adapter folder's files, the
+base model's ``config.json`` and ``model.safetensors`` and the export format, so a retrained adapter gets a new
+graph and an unchanged one is never exported twice; the cache is the embedder's
+(:func:`keproxy.models.onnx_cache.default_cache_dir`). The graph is the forward pass of
+:class:`keproxy.memory.encoder.BertEncoder` (HF ``BertModel``'s, token types included) plus the linear head, on
+the merged weights: traced from explicit tensor code, so no branch of ``transformers``' mask handling is frozen
+into it. Export is deterministic (the same bytes on every export: tested).
+
+Agreement with the torch runtime on the corpus dev split: bench/results/understanding.md.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from keproxy.models.onnx_cache import default_cache_dir, files_digest, quantize_matmuls, write_atomically
+
+__all__ = ["ONNX_RUNTIMES", "OnnxTaggerModel", "export_tagger", "load_onnx_tagger", "tagger_digest"]
+
+#: The ONNX runtimes :func:`load_onnx_tagger` accepts.
+ONNX_RUNTIMES = ("onnx", "onnx-int8")
+_FORMAT = "keproxy-tagger-onnx-v1 opset17"  # part of the digest: bump when the exported graph changes
+_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "keproxy-tagger.json")
+_BASE_FILES = ("config.json", "model.safetensors")
+_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+def tagger_digest(folder: Path | str, base: Path | str | None = None) -> str:
+    """SHA-256 (hex) of the files that determine the exported graph of the tagger in ``folder`` (its adapter
+    and manifest, and ``base``'s config and weights; default: the packaged MiniLM) and of the export format."""
+    from keproxy.models.artifacts import packaged_model_path
+
+    root, model = Path(folder), Path(base if base is not None else packaged_model_path())
+    files = [(f"adapter/{name}", root / name) for name in _ADAPTER_FILES]
+    files += [(f"base/{name}", model / name) for name in _BASE_FILES]
+    return files_digest(_FORMAT, files)
+
+
+def _tagging_module(model: Any) -> Any:
+    """The merged ``BertForTokenClassification`` as a module of explicit tensor code: BertEncoder + head."""
+    import torch
+
+    from keproxy.memory.encoder import BertEncoder
+
+    state = {k: v.detach() for k, v in model.state_dict().items()}
+    encoder = BertEncoder({k[len("bert.") :]: v for k, v in state.items() if k.startswith("bert.")},
+                          model.config.to_dict())  # fmt: skip
+
+    head = {
+        "classifier.weight": state["classifier.weight"].float(),
+        "classifier.bias": state["classifier.bias"].float(),
+    }
+
+    class Tagging(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            # the same tensors as buffers: exported as initializers (which quantize_dynamic quantizes), not as
+            # Constant nodes
+            for name, tensor in [*encoder.w.items(), *head.items()]:
+                self.register_buffer(name.replace(".", "__"), tensor)
+
+        def forward(self, ids: Any, types: Any, mask: Any) -> Any:
+            hidden = encoder(ids, mask, types)
+            return torch.nn.functional.linear(hidden, head["classifier.weight"], head["classifier.bias"])
+
+    return Tagging().eval()
+
+
+def export_tagger(folder: Path | str, target: Path, num_labels: int) -> None:
+    """Export the merged tagger of ``folder`` to ``target`` (fp32 ONNX: inputs ``input_ids``,
+    ``token_type_ids``, ``attention_mask``, int64 (batch, length); output ``logits``, float32 (batch, length,
+    num_labels)). Needs torch, transformers and peft."""
+    import torch
+
+    from keproxy.corrections.model import load_merged_model
+
+    _tokenizer, model = load_merged_model(Path(folder), num_labels)
+    module = _tagging_module(model)
+    # two rows, the second padded: the traced graph must not depend on the example's shapes (it does not:
+    # batch and length are dynamic, tested on other shapes)
+    ids = torch.tensor([[101, 2023, 102, 2003, 102], [101, 2178, 102, 0, 0]], dtype=torch.int64)
+    types = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 0, 0]], dtype=torch.int64)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.int64)
+    axes = {"batch": 0, "length": 1}
+
+    def write(tmp: Path) -> None:
+        # the TorchScript exporter is deprecated since torch 2.9 and warns about it and about traced shapes
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                module, (ids, types, mask), str(tmp), input_names=list(_INPUTS), output_names=["logits"],
+                opset_version=17, dynamo=False,
+                dynamic_axes={name: {i: a for a, i in axes.items()} for name in [*_INPUTS, "logits"]},
+            )  # fmt: skip
+
+    write_atomically(target, write)
+
+
+class OnnxTaggerModel:
+    """An ONNX Runtime session of an exported tagger, called as the tagger's forward pass:
+    ``(input_ids, token_type_ids, attention_mask)``, int64 (batch, length) -> logits, float32 (batch, length,
+    labels)."""
+
+    def __init__(self, session: Any, path: Path) -> None:
+        self.session = session
+        self.path = path
+        """The ``.onnx`` file the session runs."""
+
+    def __call__(
+        self, input_ids: np.ndarray, token_type_ids: np.ndarray, attention_mask: np.ndarray
+    ) -> np.ndarray:
+        feeds = dict(zip(_INPUTS, (input_ids, token_type_ids, attention_mask), strict=True))
+        (logits,) = self.session.run(["logits"], feeds)
+        return logits
+
+
+def load_onnx_tagger(
+    folder: Path | str,
+    runtime: str = "onnx",
+    *,
+    num_labels: int | None = None,
+    cache_dir: Path | str | None = None,
+    threads: int | None = None,
+) -> OnnxTaggerModel:
+    """The tagger of ``folder`` on ONNX Runtime (``runtime``: "onnx" fp32 or "onnx-int8"), exported into
+    ``cache_dir`` (default :func:`~keproxy.models.onnx_cache.default_cache_dir`) on first use and reused
+    afterwards (then torch is not needed). num_labels: the head's size (default: the folder manifest's labels).
+    threads: ONNX Runtime's intra-op threads (None: its default, all cores). Raises ValueError for another
+    runtime, ImportError without onnxruntime (int8 also needs the ``onnx`` package), OSError when the cache
+    cannot be written."""
+    if runtime not in ONNX_RUNTIMES:
+        raise ValueError(f"runtime must be one of {ONNX_RUNTIMES}, not {runtime!r}")
+    import onnxruntime
+
+    root = Path(folder)
+    if num_labels is None:
+        manifest = json.loads((root / "keproxy-tagger.json").read_text(encoding="utf-8"))
+        num_labels = len(manifest["labels"])
+    home = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder_out = home / tagger_digest(root)
+    fp32 = folder_out / "tagger-fp32.onnx"
+    if not fp32.is_file():
+        export_tagger(root, fp32, num_labels)
+    path = fp32
+    if runtime == "onnx-int8":
+        path = folder_out / "tagger-int8.onnx"
+        if not path.is_file():
+            quantize_matmuls(fp32, path)
+    options = onnxruntime.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return OnnxTaggerModel(session, path)

@@ -1,0 +1,140 @@
+"""One fact per correction, wherever the chat states it (keproxy.corrections.consolidate)."""
+
+from __future__ import annotations
+
+import pytest
+
+from keproxy.corrections.consolidate import (
+    Found,
+    distinctive,
+    narrow,
+    one_fact,
+    propagate,
+    standalone,
+    support,
+    typed_candidates,
+    value_key,
+)
+from keproxy.corrections.rewrite import replacement
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [("£1,050", "1050"), ("5-night", "5"), ("3.14", "3.14"), ("Twins", "twin"), ("Glasgow", "glasgow")],
+)
+def test_value_key(text: str, key: str) -> None:
+    assert value_key(text) == key
+
+
+@pytest.mark.parametrize("text", ["5050", "4.7.2", "20-45-77", "harbour2291", "calc_vat", "Glasgow", "3B"])
+def test_distinctive_values(text: str) -> None:
+    assert distinctive(text)
+
+
+@pytest.mark.parametrize("text", ["12", "Tuesday", "main", "March", "it", "*"])
+def test_common_values(text: str) -> None:
+    assert not distinctive(text)
+
+
+def test_one_fact_keeps_the_named_value_only() -> None:
+    texts = ["Tomas was nine and Ines was six."]
+    found = [Found(0, 11, 15, 0, 1.5, named=True), Found(0, 28, 31, 0, 0.9)]
+    assert one_fact(found, texts, lambda f: f.weight) == [found[0]]
+
+
+def test_one_fact_drops_a_value_that_fits_much_worse() -> None:
+    texts = ["Height: 55 cm, and the box is 35 cm tall; 35 cm fits."]
+    good = [Found(0, 30, 32, 0, 0.6), Found(0, 42, 44, 0, 0.5)]
+    poor = Found(0, 8, 10, 0, 0.1)
+    kept = one_fact([poor, *good], texts, lambda f: f.weight * 3)
+    assert kept == good
+
+
+def test_propagate_reaches_every_copy_of_a_distinctive_value() -> None:
+    texts = ["wifi is Calder-Guest", "Join Calder-Guest. Password on the card.", "thanks"]
+    found = [Found(1, 5, 17, 0, 0.8)]
+    out = propagate(texts, [0, 1, 2], found, lambda turn, at: 0.0)
+    assert {(f.turn, texts[f.turn][f.start : f.end]) for f in out} == {
+        (0, "Calder-Guest"),
+        (1, "Calder-Guest"),
+    }
+
+
+def test_propagate_leaves_a_common_word_in_an_unrelated_sentence() -> None:
+    texts = ["The meeting is on Tuesday. I have yoga every Tuesday.", "Tuesday at 3pm it is."]
+    found = [Found(1, 0, 7, 0, 0.9)]
+    related = {(0, 18): 0.6}  # the tagger scored the meeting sentence, not the yoga one
+
+    def score(turn: int, at: int) -> float:
+        return related.get((turn, at), 0.0)
+
+    out = propagate(texts, [0, 1], found, score)
+    assert {(f.turn, f.start) for f in out} == {(1, 0), (0, 18)}
+
+
+def test_support_prefers_the_span_next_to_the_corrected_attribute() -> None:
+    texts = ["Weight: 12 kg. Height: 35 cm."]
+    weight, height = Found(0, 8, 10, 0, 0.5), Found(0, 23, 25, 0, 0.5)
+    turn = "the box height is 38 cm"
+    assert support(height, texts, turn, "38 cm") > support(weight, texts, turn, "38 cm")
+
+
+def test_a_named_one_word_old_value_takes_the_matching_word_of_the_new_value() -> None:
+    sentence = "We stay at Via dei Serragli 27 in Florence."
+    at = sentence.index("27")
+    assert replacement(sentence, at, at + 2, "number 72", "27") == "72"
+    assert replacement("Order a size M.", 13, 14, "size L", "M") == "L"
+
+
+def test_typed_candidates_are_values_of_the_new_values_kind() -> None:
+    sentence = "Box: 60 × 40 × 35 cm, packed on Tuesday (Ø 45 cm)."
+    found = [sentence[x:y] for x, y in typed_candidates(sentence, "38 cm")]
+    assert found == ["60", "40", "35", "45"]
+    assert [sentence[x:y] for x, y in typed_candidates(sentence, "Friday")] == ["Tuesday"]
+    assert typed_candidates(sentence, "cardboard") == []
+
+
+def test_a_named_identifier_takes_the_most_alike_word_of_the_new_value() -> None:
+    sentence = "Call fetch_user_orders(id) first."
+    at = sentence.index("fetch_user_orders")
+    got = replacement(sentence, at, at + 17, "called fetch_customer_orders", "fetch_user_orders")
+    assert got == "fetch_customer_orders"
+
+
+def test_a_distinctive_value_is_found_inside_a_joined_token_a_common_one_is_not() -> None:
+    text = "Run on localhost:5050 with process.env.DATABASE_URL; 12.5 kg"
+    at = text.index("5050")
+    assert standalone(text, at, at + 4, loose=True)
+    assert not standalone(text, at, at + 4, loose=False)
+    at = text.index("DATABASE_URL")
+    assert standalone(text, at, at + 12, loose=True)
+    at = text.index("12")
+    assert not standalone(text, at, at + 2, loose=False)
+    assert not standalone("DATABASE_URLS", 0, 12, loose=True)
+
+
+def test_a_joined_span_is_narrowed_to_the_part_written_like_the_new_value() -> None:
+    text = "REDIS_URL=redis://10.0.4.71:6379/2"
+    at = text.index("10.0.4.71")
+    start, end = narrow(text, at, len(text), "10.0.4.17")
+    assert text[start:end] == "10.0.4.71"
+    assert narrow(text, at, at + 9, "10.0.4.17") == (at, at + 9)
+
+
+def test_the_new_sentences_full_stop_does_not_land_inside_the_old_one() -> None:
+    sentence = "The last boat leaves at **19:45**, arriving 20:50."
+    at = sentence.index("19:45")
+    old, new = "The last boat leaves at 19:45", "The last boat leaves at 20:30."
+    assert replacement(sentence, at, at + 5, new, old) == "20:30"
+
+
+def test_support_prefers_the_value_carrying_the_new_values_unit() -> None:
+    texts = ["Inverter 5 kW peak; a 10 kWh pack."]
+    inverter, pack = Found(0, 9, 10, 0, 0.5), Found(0, 22, 24, 0, 0.5)
+    assert texts[0][9:10] == "5" and texts[0][22:24] == "10"
+    turn = "the quote should have the 9 kWh model"
+    assert support(pack, texts, turn, "9 kWh") > support(inverter, texts, turn, "9 kWh")
+
+
+def test_a_three_word_new_value_is_a_phrase_not_a_value_kind() -> None:
+    assert typed_candidates("Drove 44 miles in the old green Volvo in 1994.", "red Saab 900") == []
