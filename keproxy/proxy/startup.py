@@ -60,7 +60,10 @@ def _check_learned(settings: Settings) -> None:
         return
     param = f"detectors[{settings.detectors.index('learned')}]"
     try:
-        get_detector("learned", DetectorResources(learned=settings.learned_detector))
+        resources = DetectorResources(
+            learned=settings.learned_detector, tagger_runtime=settings.tagger_runtime
+        )
+        get_detector("learned", resources)
     except ConfigError as exc:  # TaggerMissingError
         raise ConfigError(
             f"{param}: the learned detector cannot run: {exc.message} (or name the pattern detectors, "
