@@ -27,7 +27,14 @@ from collections.abc import Sequence
 from keproxy.corrections.tagging import stale_core
 from keproxy.messages import Message
 
-__all__ = ["choose_correction", "find_occurrences", "replace_occurrences", "replacement", "shape"]
+__all__ = [
+    "choose_correction",
+    "find_occurrences",
+    "replace_occurrences",
+    "replacement",
+    "shape",
+    "unquoted",
+]
 
 _WORD = re.compile(r"\S+")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
@@ -51,6 +58,17 @@ def shape(text: str) -> str:
     if text[:1].isupper():
         return "name"
     return "word"
+
+
+_QUOTES = '"“”'
+
+
+def unquoted(text: str) -> str:
+    """``text`` without the quotation marks wrapping it (a template's quoted [N]), but only when no other
+    quotation mark is inside: '"You look like me," she said. "But who?"' keeps its own quotes."""
+    stripped = text.strip()
+    inner = stripped.strip(_QUOTES)
+    return inner if inner != stripped and not any(q in inner for q in _QUOTES) else stripped
 
 
 def _strip_shared(new: str, before: str, after: str) -> str:
@@ -111,9 +129,9 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
     nothing differing can be found. ``sentence`` may be the whole message: only the words around the span
     are looked at."""
     span = sentence[start:end]
-    new = new.strip().strip('"“”')
+    new = unquoted(new)
     if old:
-        old = old.strip().strip('"“”')
+        old = unquoted(old)
         if len(old.split()) > 1 or len(new.split()) > _SHORT:
             a, b = stale_core(old, new)
             core_old = old[a:b]

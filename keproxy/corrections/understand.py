@@ -22,7 +22,7 @@ Never raises on odd input (a message without text is skipped). Thread-safe; bloc
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,15 +41,24 @@ from keproxy.corrections.consolidate import (
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.locate import SpanLocator
-from keproxy.corrections.model import MODELS_DIR, Tagged, Tagger
-from keproxy.corrections.rewrite import choose_correction, replacement, shape
+from keproxy.corrections.model import MODELS_DIR, Tagger
+from keproxy.corrections.rewrite import replacement, shape, unquoted
+from keproxy.corrections.spans import (
+    find_all,
+    fold,
+    grounded,
+    named_spans,
+    occurrences,
+    one_fact_each,
+    oriented,
+    same_form,
+)
 from keproxy.corrections.tagging import (
     candidate_sentences,
     context_of,
     snap_to_words,
     stale_core,
     value_words,
-    widen_to_words,
 )
 from keproxy.messages import message_text
 
@@ -59,136 +68,6 @@ if TYPE_CHECKING:
 __all__ = ["CorrectionUnderstanding", "UnderstandingOptions"]
 
 _CONTENT = re.compile(r"[^\W_]{3,}")
-_FOLD = re.compile(r"[^\W_]+")
-
-
-def _fold(text: str) -> str:
-    return " ".join(_FOLD.findall(text.casefold()))
-
-
-_DIGITS = re.compile(r"\d+")
-_NUMERIC = re.compile(r"[^\s\d]*\d[^\s]*")
-
-
-def _skeleton(text: str) -> str:
-    return _DIGITS.sub("#", text.strip(".,;:!?()").casefold())
-
-
-def _same_form(sentence: str, x: int, y: int, new: str) -> tuple[int, int]:
-    """A tagged number whose written form (digits as #: "#pm", "€#", "#.#") differs from the new value's is
-    moved to the one number of the sentence written like the new value, when there is exactly one."""
-    target = _skeleton(new)
-    if not _DIGITS.search(new) or " " in new.strip() or _skeleton(sentence[x:y]) == target:
-        return x, y
-    same = [m for m in _NUMERIC.finditer(sentence) if _skeleton(m.group()) == target]
-    if len(same) == 1:
-        m = same[0]
-        end = m.end() - (len(m.group()) - len(m.group().rstrip(".,;:!?)")))
-        return m.start(), end
-    return x, y
-
-
-def _occurrences(
-    messages: Sequence[Mapping[str, Any]],
-    texts: Sequence[str],
-    turn: int,
-    skip: set[int],
-    needle: str,
-    *,
-    fold_case: bool,
-) -> Iterator[tuple[int, int]]:
-    """(message index, offset) of every non-overlapping occurrence of ``needle`` in the user and assistant
-    turns before ``turn`` that are not in ``skip`` (ignoring case when ``fold_case``)."""
-    target = needle.casefold() if fold_case else needle
-    for index in range(turn):
-        if index in skip or messages[index].get("role") not in ("user", "assistant"):
-            continue
-        for at in _find_all(texts[index].casefold() if fold_case else texts[index], target):
-            yield index, at
-
-
-def _find_all(text: str, needle: str) -> Iterator[int]:
-    """Offsets of the non-overlapping occurrences of ``needle`` in ``text``, left to right."""
-    at = text.find(needle) if needle else -1
-    while at >= 0:
-        yield at
-        at = text.find(needle, at + len(needle))
-
-
-def _fits(span: str, old: str | None, new: str) -> bool:
-    """Whether a tagged stale span can be what the correction replaces: a short named old value must overlap
-    it; otherwise it must be of the new value's kind (a number for a number, a name for a name...), unless the
-    new value restates a clause (then the words may be anything)."""
-    if old and len(old.split()) <= 2:
-        a, b = _fold(span), _fold(old)
-        return bool(a) and (a in b or b in a)
-    if len(new.split()) >= 5:
-        return True
-    return shape(span) == shape(new) or (shape(span) in ("name", "word") and shape(new) in ("name", "word"))
-
-
-def _named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[tuple[int, int, int]]:
-    """(start, end, correction index) of each whole-word occurrence (ignoring case) of a named old value in a
-    sentence the stale tagger flagged (of its differing words, :func:`stale_core`, when it has three or more
-    words): when the user names what was wrong, that is the span, wherever the tagger's word tags point."""
-    out: list[tuple[int, int, int]] = []
-    folded = sentence.casefold()
-    for k, (old, new) in enumerate(pairs):
-        if not old:
-            continue
-        a, b = stale_core(old, new) if len(old.split()) >= 3 else (0, len(old))
-        core = old[a:b].strip().casefold()
-        out += [
-            (at, at + len(core), k)
-            for at in _find_all(folded, core)
-            if widen_to_words(sentence, at, at + len(core)) == (at, at + len(core))
-        ]
-    return out
-
-
-_DETERMINER = re.compile(r"(?i)^(?:the|a|an|this|that|my|your|our|his|her|their)\s+")
-
-
-def _grounded(value: str, said: set[str]) -> bool:
-    """Whether every word of ``value`` occurs in the earlier turns (``said``: their folded words)."""
-    words = set(_fold(value).split())
-    return bool(words) and words <= said
-
-
-def _oriented(old: str | None, new: str, said: set[str]) -> tuple[str | None, str]:
-    """A tagged (old, new) pair checked against what the chat said: the old value is what the earlier turns
-    state, so a pair whose new value they state and whose old value they do not is the other way round ("I
-    wrote 2 cups, meant 3"); a determiner the history does not have is dropped from the old value ("not the
-    Saturday" -> "Saturday")."""
-    if old is None or not said:
-        return old, new
-    bare = _DETERMINER.sub("", old)
-    if bare != old and bare and _grounded(bare, said) and not _grounded(old, said):
-        old = bare
-    if not _grounded(old, said) and _grounded(new, said):
-        return new, old
-    return old, new
-
-
-def _one_fact_each(
-    sentence: str, result: Tagged, pairs: Sequence[tuple[str | None, str]]
-) -> list[tuple[int, int, int]]:
-    """The tagged stale spans of one sentence as (start, end, correction index), keeping those that fit their
-    correction (:func:`_fits`). A correction changes one fact of a sentence: when the tagger marks several
-    different values for one correction (the corrected price and, beside it, a lumen count of the same digits),
-    only its most confident span stays, with the other copies of that same text."""
-    by_correction: dict[int, list[tuple[int, int, float]]] = {}
-    for x, y, _ in snap_to_words(sentence, result.spans):
-        span = sentence[x:y]
-        k = choose_correction(span, sentence, pairs)
-        if _fits(span, *pairs[k]):
-            by_correction.setdefault(k, []).append((x, y, result.span_confidence(x, y)))
-    out: list[tuple[int, int, int]] = []
-    for k, spans in by_correction.items():
-        bx, by, _ = max(spans, key=lambda s: s[2])
-        best = sentence[bx:by].casefold()
-        out += [(x, y, k) for x, y, _ in spans if sentence[x:y].casefold() == best]
-    return sorted(out)
 
 
 class UnderstandingOptions(BaseModel):
@@ -254,7 +133,7 @@ class CorrectionUnderstanding:
         tagged = self.turn_tagger.tag([(texts[i], context_of(messages, i)) for i in turns])
         out: list[Correction] = []
         for turn, result in zip(turns, tagged, strict=True):
-            values = self._values(texts[turn], result, _fold(" ".join(texts[:turn])))
+            values = self._values(texts[turn], result, fold(" ".join(texts[:turn])))
             if result.score < self.options.detect_threshold and not values[1]:
                 continue
             pairs, template = values
@@ -283,7 +162,7 @@ class CorrectionUnderstanding:
         if len(news) > 1 and history:
             # a "new" value the history already states is the old one ("I wrote 9 cups, meant 7")
             words = set(history.split())
-            seen = [n for n in news if set(_fold(text[n[0] : n[1]]).split()) <= words]
+            seen = [n for n in news if set(fold(text[n[0] : n[1]]).split()) <= words]
             if seen and len(seen) < len(news):
                 news = [n for n in news if n not in seen]
                 olds = olds + seen
@@ -297,14 +176,14 @@ class CorrectionUnderstanding:
         said = set(history.split())
         for i, (a, b) in enumerate(news):
             old = olds[paired[i]] if i in paired else None
-            pairs.append(_oriented(text[old[0] : old[1]] if old else None, text[a:b], said))
+            pairs.append(oriented(text[old[0] : old[1]] if old else None, text[a:b], said))
         if not pairs and self.options.patterns and said:
             # the turn tagger says "correction" but tags no value: a cue frame ("X, not Y", "I meant Y")
             # whose old value the history states, and whose new value is of the same kind
             pairs = [
                 (p.old, p.new)
                 for p in parse_cues(text)
-                if p.old and _grounded(p.old, said) and any(shape(w) == shape(p.old) for w in p.new.split())
+                if p.old and grounded(p.old, said) and any(shape(w) == shape(p.old) for w in p.new.split())
             ]
         return pairs, None
 
@@ -353,13 +232,13 @@ class CorrectionUnderstanding:
                 continue
             flagged.append((index, a, b))
             sentence = texts[index][a:b]
-            named = _named_spans(sentence, pairs)
+            named = named_spans(sentence, pairs)
             by_tags = [
-                t for t in _one_fact_each(sentence, result, pairs) if t[2] not in {k for *_, k in named}
+                t for t in one_fact_each(sentence, result, pairs) if t[2] not in {k for *_, k in named}
             ]
             found += [Found(index, a + x, a + y, k, 1.0 + result.score, named=True) for x, y, k in named]
             for x, y, k in by_tags:
-                x, y = _same_form(sentence, x, y, pairs[k][1])
+                x, y = same_form(sentence, x, y, pairs[k][1])
                 found.append(Found(index, a + x, a + y, k, result.score * result.span_confidence(x, y)))
             for k, (old, new) in enumerate(pairs):
                 for x, y in [] if old else typed_candidates(sentence, new):
@@ -407,7 +286,7 @@ class CorrectionUnderstanding:
                 continue
             wide = distinctive(core)
             for index in turns:
-                for at in _find_all(texts[index].casefold(), core.casefold()):
+                for at in find_all(texts[index].casefold(), core.casefold()):
                     end = at + len(core)
                     if not standalone(texts[index], at, end, loose=wide):
                         continue
@@ -418,12 +297,12 @@ class CorrectionUnderstanding:
     @staticmethod
     def _realised(texts: Sequence[str], edits: Sequence[SpanEdit], k: int, new: str) -> bool:
         """Whether correction ``k``'s edits leave its new value standing word for word in an edited turn."""
-        target = _fold(new)
+        target = fold(new)
         for index in {e.turn_index for e in edits if e.correction == k}:
             text = texts[index]
             for e in sorted((e for e in edits if e.turn_index == index), key=lambda e: -e.start):
                 text = text[: e.start] + e.after + text[e.end :]
-            if target and target in _fold(text):
+            if target and target in fold(text):
                 return True
         return False
 
@@ -450,7 +329,7 @@ class CorrectionUnderstanding:
             if not clash:
                 text = texts[span.turn_index]
                 before = text[span.start : span.end]
-                after = new.strip().strip('"“”')
+                after = unquoted(new)
                 if before[:1].isupper() and after[:1].islower():
                     after = after[0].upper() + after[1:]
                 elif (
@@ -462,7 +341,7 @@ class CorrectionUnderstanding:
                     after = after[0].lower() + after[1:] if not after.split()[0].isupper() else after
                 found = [SpanEdit(span.turn_index, span.start, span.end, before, after, k)]
                 if len(before.split()) >= 3:  # the same clause repeated in other turns is as stale
-                    for index, at in _occurrences(messages, texts, turn, skip, before, fold_case=False):
+                    for index, at in occurrences(messages, texts, turn, skip, before, fold_case=False):
                         if (index, at) != (span.turn_index, span.start):
                             found.append(SpanEdit(index, at, at + len(before), before, after, k))
                 return found
@@ -488,7 +367,7 @@ class CorrectionUnderstanding:
                 continue
             a, b = stale_core(old, new)
             c, d = stale_core(new, old)
-            for index, at in _occurrences(messages, texts, turn, skip, old, fold_case=True):
+            for index, at in occurrences(messages, texts, turn, skip, old, fold_case=True):
                 before = texts[index][at + a : at + b]
                 if before != new[c:d]:
                     edits.append(SpanEdit(index, at + a, at + b, before, new[c:d], k))

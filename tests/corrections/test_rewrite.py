@@ -96,3 +96,11 @@ def test_patch_changes_exactly_the_located_spans() -> None:
     )
     assert [(e.turn_index, e.before, e.after) for e in result.edits] == [(0, "3pm", "4pm"), (1, "3pm", "4pm")]
     assert messages[0]["content"] == first  # the input is not mutated
+
+
+def test_unquoted_keeps_quotes_that_belong_to_the_text() -> None:
+    from keproxy.corrections.rewrite import unquoted
+
+    assert unquoted('"the room is 310"') == "the room is 310"
+    said = '"You look like someone I know," she said. "But who?"'
+    assert unquoted(said) == said

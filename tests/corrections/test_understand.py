@@ -11,8 +11,9 @@ from collections.abc import Sequence
 import pytest
 
 from keproxy.corrections.model import Tagged
+from keproxy.corrections.spans import named_spans, one_fact_each
 from keproxy.corrections.tagging import snap_to_words
-from keproxy.corrections.understand import CorrectionUnderstanding, _named_spans, _one_fact_each
+from keproxy.corrections.understand import CorrectionUnderstanding
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
 
@@ -95,10 +96,10 @@ def test_each_named_old_value_pairs_with_one_new_value(understanding: Correction
 def test_a_named_old_value_is_the_span_wherever_the_word_tags_point() -> None:
     sentence = "I earn £2,650 a month after tax, rent is £950, bills around £300."
     tags = Tagged(0.99, ((7, 13, "STALE"),), (0.9,))  # the tagger pointed at the income
-    assert _named_spans(sentence, [("£950", "£1,050")]) == [(41, 45, 0)]
-    assert _one_fact_each(sentence, tags, [(None, "£1,050")]) == [(7, 13, 0)]
+    assert named_spans(sentence, [("£950", "£1,050")]) == [(41, 45, 0)]
+    assert one_fact_each(sentence, tags, [(None, "£1,050")]) == [(7, 13, 0)]
     # a named value inside another word or number is not it
-    assert _named_spans("Gate 14B, flight 1140", [("14", "41")]) == []
+    assert named_spans("Gate 14B, flight 1140", [("14", "41")]) == []
 
 
 def test_one_correction_changes_one_fact_of_a_sentence() -> None:
@@ -109,7 +110,7 @@ def test_one_correction_changes_one_fact_of_a_sentence() -> None:
         ((at("3,600"), at("3,600") + 5, "STALE"), (at("$3,600"), at("$3,600") + 6, "STALE")),
         (0.6, 0.95),
     )
-    ((x, y, k),) = _one_fact_each(sentence, tags, [(None, "$4,200")])
+    ((x, y, k),) = one_fact_each(sentence, tags, [(None, "$4,200")])
     assert sentence[x:y] == "$3,600" and k == 0
 
 

@@ -1,0 +1,161 @@
+"""Values and spans of the learned correction pipeline (:mod:`keproxy.corrections.understand`): how a tagged
+span is matched to a correction's values, moved to the value written like the new one, found again in other
+turns, and how a tagged (old, new) pair is checked against what the chat said.
+
+Pure functions over strings and character offsets; nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from keproxy.corrections.model import Tagged
+from keproxy.corrections.rewrite import choose_correction, shape
+from keproxy.corrections.tagging import snap_to_words, stale_core, widen_to_words
+
+__all__ = [
+    "find_all",
+    "fits",
+    "fold",
+    "grounded",
+    "named_spans",
+    "occurrences",
+    "one_fact_each",
+    "oriented",
+    "same_form",
+    "skeleton",
+]
+
+_CONTENT = re.compile(r"[^\W_]{3,}")
+_FOLD = re.compile(r"[^\W_]+")
+
+
+def fold(text: str) -> str:
+    return " ".join(_FOLD.findall(text.casefold()))
+
+
+_DIGITS = re.compile(r"\d+")
+_NUMERIC = re.compile(r"[^\s\d]*\d[^\s]*")
+
+
+def skeleton(text: str) -> str:
+    return _DIGITS.sub("#", text.strip(".,;:!?()").casefold())
+
+
+def same_form(sentence: str, x: int, y: int, new: str) -> tuple[int, int]:
+    """A tagged number whose written form (digits as #: "#pm", "€#", "#.#") differs from the new value's is
+    moved to the one number of the sentence written like the new value, when there is exactly one."""
+    target = skeleton(new)
+    if not _DIGITS.search(new) or " " in new.strip() or skeleton(sentence[x:y]) == target:
+        return x, y
+    same = [m for m in _NUMERIC.finditer(sentence) if skeleton(m.group()) == target]
+    if len(same) == 1:
+        m = same[0]
+        end = m.end() - (len(m.group()) - len(m.group().rstrip(".,;:!?)")))
+        return m.start(), end
+    return x, y
+
+
+def occurrences(
+    messages: Sequence[Mapping[str, Any]],
+    texts: Sequence[str],
+    turn: int,
+    skip: set[int],
+    needle: str,
+    *,
+    fold_case: bool,
+) -> Iterator[tuple[int, int]]:
+    """(message index, offset) of every non-overlapping occurrence of ``needle`` in the user and assistant
+    turns before ``turn`` that are not in ``skip`` (ignoring case when ``fold_case``)."""
+    target = needle.casefold() if fold_case else needle
+    for index in range(turn):
+        if index in skip or messages[index].get("role") not in ("user", "assistant"):
+            continue
+        for at in find_all(texts[index].casefold() if fold_case else texts[index], target):
+            yield index, at
+
+
+def find_all(text: str, needle: str) -> Iterator[int]:
+    """Offsets of the non-overlapping occurrences of ``needle`` in ``text``, left to right."""
+    at = text.find(needle) if needle else -1
+    while at >= 0:
+        yield at
+        at = text.find(needle, at + len(needle))
+
+
+def fits(span: str, old: str | None, new: str) -> bool:
+    """Whether a tagged stale span can be what the correction replaces: a short named old value must overlap
+    it; otherwise it must be of the new value's kind (a number for a number, a name for a name...), unless the
+    new value restates a clause (then the words may be anything)."""
+    if old and len(old.split()) <= 2:
+        a, b = fold(span), fold(old)
+        return bool(a) and (a in b or b in a)
+    if len(new.split()) >= 5:
+        return True
+    return shape(span) == shape(new) or (shape(span) in ("name", "word") and shape(new) in ("name", "word"))
+
+
+def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[tuple[int, int, int]]:
+    """(start, end, correction index) of each whole-word occurrence (ignoring case) of a named old value in a
+    sentence the stale tagger flagged (of its differing words, :func:`stale_core`, when it has three or more
+    words): when the user names what was wrong, that is the span, wherever the tagger's word tags point."""
+    out: list[tuple[int, int, int]] = []
+    folded = sentence.casefold()
+    for k, (old, new) in enumerate(pairs):
+        if not old:
+            continue
+        a, b = stale_core(old, new) if len(old.split()) >= 3 else (0, len(old))
+        core = old[a:b].strip().casefold()
+        out += [
+            (at, at + len(core), k)
+            for at in find_all(folded, core)
+            if widen_to_words(sentence, at, at + len(core)) == (at, at + len(core))
+        ]
+    return out
+
+
+_DETERMINER = re.compile(r"(?i)^(?:the|a|an|this|that|my|your|our|his|her|their)\s+")
+
+
+def grounded(value: str, said: set[str]) -> bool:
+    """Whether every word of ``value`` occurs in the earlier turns (``said``: their folded words)."""
+    words = set(fold(value).split())
+    return bool(words) and words <= said
+
+
+def oriented(old: str | None, new: str, said: set[str]) -> tuple[str | None, str]:
+    """A tagged (old, new) pair checked against what the chat said: the old value is what the earlier turns
+    state, so a pair whose new value they state and whose old value they do not is the other way round ("I
+    wrote 2 cups, meant 3"); a determiner the history does not have is dropped from the old value ("not the
+    Saturday" -> "Saturday")."""
+    if old is None or not said:
+        return old, new
+    bare = _DETERMINER.sub("", old)
+    if bare != old and bare and grounded(bare, said) and not grounded(old, said):
+        old = bare
+    if not grounded(old, said) and grounded(new, said):
+        return new, old
+    return old, new
+
+
+def one_fact_each(
+    sentence: str, result: Tagged, pairs: Sequence[tuple[str | None, str]]
+) -> list[tuple[int, int, int]]:
+    """The tagged stale spans of one sentence as (start, end, correction index), keeping those that fit their
+    correction (:func:`fits`). A correction changes one fact of a sentence: when the tagger marks several
+    different values for one correction (the corrected price and, beside it, a lumen count of the same digits),
+    only its most confident span stays, with the other copies of that same text."""
+    by_correction: dict[int, list[tuple[int, int, float]]] = {}
+    for x, y, _ in snap_to_words(sentence, result.spans):
+        span = sentence[x:y]
+        k = choose_correction(span, sentence, pairs)
+        if fits(span, *pairs[k]):
+            by_correction.setdefault(k, []).append((x, y, result.span_confidence(x, y)))
+    out: list[tuple[int, int, int]] = []
+    for k, spans in by_correction.items():
+        bx, by, _ = max(spans, key=lambda s: s[2])
+        best = sentence[bx:by].casefold()
+        out += [(x, y, k) for x, y, _ in spans if sentence[x:y].casefold() == best]
+    return sorted(out)
