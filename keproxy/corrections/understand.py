@@ -296,9 +296,12 @@ class CorrectionUnderstanding:
 
     @staticmethod
     def _realised(texts: Sequence[str], edits: Sequence[SpanEdit], k: int, new: str) -> bool:
-        """Whether correction ``k``'s edits leave its new value standing word for word in an edited turn."""
+        """Whether correction ``k``'s word-level edits leave its new value standing word for word in an edited
+        turn (an edit that puts the whole new value in place of one tagged word, "Grey" -> the restated
+        sentence, does not count: that clause is for the clause locator to find)."""
         target = fold(new)
-        for index in {e.turn_index for e in edits if e.correction == k}:
+        whole = {e.turn_index for e in edits if e.correction == k and target in fold(e.after)}
+        for index in {e.turn_index for e in edits if e.correction == k} - whole:
             text = texts[index]
             for e in sorted((e for e in edits if e.turn_index == index), key=lambda e: -e.start):
                 text = text[: e.start] + e.after + text[e.end :]
