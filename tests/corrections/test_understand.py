@@ -158,3 +158,22 @@ def test_every_copy_of_a_named_identifier_is_renamed_and_nothing_else(
         "Rename sum_total in billing.py so it reads better.",
         "Sure: rename sum_total to compute_total and update callers of sum_total.",
     ]
+
+
+def test_patterns_and_learned_together_keep_the_learned_spans() -> None:
+    from keproxy.corrections.detect.registry import build_detector
+
+    detector = build_detector(["template", "cue", "learned"])
+    story = "Mara opened the café at seven. The ferry from Hallsvik was cancelled twice that week."
+    messages = [
+        {"role": "user", "content": story},
+        {"role": "assistant", "content": "What a storm."},
+        {
+            "role": "user",
+            "content": 'Wrong. It\'s not "cancelled twice that week," but "cancelled three times that week"',
+        },
+    ]
+    corrections = detector.detect(messages)
+    assert corrections and all(c.spans for c in corrections)
+    result = asyncio.run(PatchEditor().edit(messages, corrections, EditContext()))
+    assert result.messages[0]["content"] == story.replace("twice", "three times")

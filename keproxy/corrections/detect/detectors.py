@@ -177,7 +177,10 @@ class CompositeDetector:
         primary = [m for m in members if m[1].detector not in self.fallback_names] or members
         rank, head = min(primary, key=lambda m: (m[1].old is None, -self._weighted(m[1]), m[0]))
         names = "+".join(dict.fromkeys(c.detector for _, c in sorted(members, key=lambda m: m[0])))
-        return rank, replace(head, detector=names, confidence=round(1.0 - miss, 4))
+        # the located spans of a member that has them (the learned pipeline's) go with the pooled correction:
+        # a pooled name holding "learned" tells the history patch not to locate again
+        spans = head.spans or next((c.spans for _, c in members if c.spans), ())
+        return rank, replace(head, detector=names, confidence=round(1.0 - miss, 4), spans=spans)
 
     @staticmethod
     def _group(items: list[tuple[int, Correction]]) -> list[list[tuple[int, Correction]]]:
