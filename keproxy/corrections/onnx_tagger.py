@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from keproxy.models.onnx_cache import default_cache_dir, files_digest, quantize_matmuls, write_atomically
+from keproxy.models.onnx_cache import cached_session, default_cache_dir, files_digest, write_atomically
 
 __all__ = ["ONNX_RUNTIMES", "OnnxTaggerModel", "export_tagger", "load_onnx_tagger", "tagger_digest"]
 
@@ -142,7 +142,6 @@ def load_onnx_tagger(
     cannot be written."""
     if runtime not in ONNX_RUNTIMES:
         raise ValueError(f"runtime must be one of {ONNX_RUNTIMES}, not {runtime!r}")
-    import onnxruntime
 
     root = Path(folder)
     if num_labels is None:
@@ -150,17 +149,7 @@ def load_onnx_tagger(
         num_labels = len(manifest["labels"])
     home = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     folder_out = home / tagger_digest(root)
-    fp32 = folder_out / "tagger-fp32.onnx"
-    if not fp32.is_file():
-        export_tagger(root, fp32, num_labels)
-    path = fp32
-    if runtime == "onnx-int8":
-        path = folder_out / "tagger-int8.onnx"
-        if not path.is_file():
-            quantize_matmuls(fp32, path)
-    options = onnxruntime.SessionOptions()
-    if threads is not None:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session, path = cached_session(
+        folder_out, "tagger", lambda target: export_tagger(root, target, num_labels), runtime, threads
+    )
     return OnnxTaggerModel(session, path)

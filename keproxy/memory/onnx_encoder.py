@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from keproxy.memory.encoder import MeanPoolingEncoder, load_mean_pooling_encoder, read_mean_pooling_folder
-from keproxy.models.onnx_cache import default_cache_dir, files_digest, quantize_matmuls, write_atomically
+from keproxy.models.onnx_cache import cached_session, default_cache_dir, files_digest, write_atomically
 
 __all__ = [
     "ONNX_RUNTIMES",
@@ -142,7 +142,6 @@ def load_onnx_encoder(
     onnxruntime (int8 also needs the ``onnx`` package)."""
     if runtime not in ONNX_RUNTIMES:
         raise ValueError(f"runtime must be one of {ONNX_RUNTIMES}, not {runtime!r}")
-    import onnxruntime
 
     spec = read_mean_pooling_folder(folder)  # no torch: it is imported only to export
     if spec is None:
@@ -150,17 +149,7 @@ def load_onnx_encoder(
     tokenizer, dimension, _normalize = spec
     home = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     folder_out = home / model_digest(folder)
-    fp32 = folder_out / "model-fp32.onnx"
-    if not fp32.is_file():
-        export_onnx(folder, fp32)
-    path = fp32
-    if runtime == "onnx-int8":
-        path = folder_out / "model-int8.onnx"
-        if not path.is_file():
-            quantize_matmuls(fp32, path)
-    options = onnxruntime.SessionOptions()
-    if threads is not None:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session, path = cached_session(
+        folder_out, "model", lambda target: export_onnx(folder, target), runtime, threads
+    )
     return OnnxEncoder(tokenizer, session, dimension=dimension, path=path)

@@ -18,8 +18,9 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["default_cache_dir", "files_digest", "quantize_matmuls", "write_atomically"]
+__all__ = ["cached_session", "default_cache_dir", "files_digest", "quantize_matmuls", "write_atomically"]
 
 
 def default_cache_dir() -> Path:
@@ -76,3 +77,27 @@ def quantize_matmuls(source: Path, target: Path) -> None:
             per_channel=True,
         ),
     )
+
+
+def cached_session(
+    folder: Path, stem: str, export: Callable[[Path], object], runtime: str, threads: int | None
+) -> tuple[Any, Path]:
+    """An onnxruntime CPU session over ``folder/<stem>-fp32.onnx`` (written by ``export(path)`` when missing),
+    or, for ``runtime`` "onnx-int8", over its int8 copy ``<stem>-int8.onnx`` (:func:`quantize_matmuls`, made
+    once). threads: intra-op threads (None: onnxruntime's default). Returns (session, the model file's path).
+    Raises ImportError without onnxruntime."""
+    import onnxruntime
+
+    fp32 = folder / f"{stem}-fp32.onnx"
+    if not fp32.is_file():
+        export(fp32)
+    path = fp32
+    if runtime == "onnx-int8":
+        path = folder / f"{stem}-int8.onnx"
+        if not path.is_file():
+            quantize_matmuls(fp32, path)
+    options = onnxruntime.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]), path
