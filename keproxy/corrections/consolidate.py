@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from keproxy.corrections.rewrite import shape
+from keproxy.corrections.spans import find_all, skeleton
 from keproxy.corrections.tagging import widen_to_words
 
 __all__ = [
@@ -101,8 +102,8 @@ def _stems(text: str) -> set[str]:
     return {w[:5] for w in _STEM.findall(text.casefold()) if len(w) >= 3 and not w.isdigit()}
 
 
-def _skeleton(text: str) -> str:
-    return re.sub(r"\d+", "#", text.strip(".,;:!?()*`'\"").casefold())
+#: Punctuation and markup trimmed before comparing written forms (:func:`~keproxy.corrections.spans.skeleton`).
+_MARKS = ".,;:!?()*`'\""
 
 
 def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
@@ -117,7 +118,7 @@ def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
     near = _stems(" ".join(left + right))
     asked = _stems(turn_text) - _stems(new)
     context = len(near & asked) / max(1, min(len(asked), 6))
-    form = 1.0 if _skeleton(span) == _skeleton(new.split()[0] if new.split() else new) else 0.0
+    form = 1.0 if skeleton(span, _MARKS) == skeleton(new.split()[0] if new.split() else new, _MARKS) else 0.0
     chars = difflib.SequenceMatcher(None, span.casefold(), new.casefold()).ratio()
     return f.weight + context + 0.5 * form + 0.5 * chars + 0.5 * _same_unit(span, right, new)
 
@@ -168,11 +169,11 @@ def narrow(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     """A span that joins several values with ``:`` or ``/`` ("10.0.4.71:6379", "3/4") narrowed to the one part
     written like the new value ("10.0.4.71" for "10.0.4.17"), so the rewrite keeps the rest (the port)."""
     span = text[start:end]
-    target = _skeleton(new.strip())
-    if not re.search(r"[:/]", span) or _skeleton(span) == target:
+    target = skeleton(new.strip(), _MARKS)
+    if not re.search(r"[:/]", span) or skeleton(span, _MARKS) == target:
         return start, end
     parts = [(m.start(), m.end()) for m in re.finditer(r"[^:/]+", span)]
-    same = [(a, b) for a, b in parts if _skeleton(span[a:b]) == target]
+    same = [(a, b) for a, b in parts if skeleton(span[a:b], _MARKS) == target]
     if len(same) == 1:
         return start + same[0][0], start + same[0][1]
     return start, end
@@ -223,14 +224,11 @@ def propagate(
             continue
         wide = distinctive(text)
         for turn in allowed:
-            hay = texts[turn].casefold()
-            at = hay.find(needle)
-            while at >= 0:
+            for at in find_all(texts[turn].casefold(), needle):
                 end = at + len(needle)
                 whole = standalone(texts[turn], at, end, loose=wide)
                 clash = any(t == turn and s < end and at < e for t, s, e in taken)
                 if whole and not clash and (wide or sentence_score(turn, at) >= min_score):
                     out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))
                     taken.add((turn, at, end))
-                at = hay.find(needle, end)
     return out

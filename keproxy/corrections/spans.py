@@ -40,8 +40,10 @@ _DIGITS = re.compile(r"\d+")
 _NUMERIC = re.compile(r"[^\s\d]*\d[^\s]*")
 
 
-def skeleton(text: str) -> str:
-    return _DIGITS.sub("#", text.strip(".,;:!?()").casefold())
+def skeleton(text: str, strip: str = ".,;:!?()") -> str:
+    """``text``'s written form: digits runs as "#", case folded, the ``strip`` characters trimmed from its ends
+    ("3pm" and "4pm" -> "#pm", "€1,050" -> "€#,#")."""
+    return _DIGITS.sub("#", text.strip(strip).casefold())
 
 
 def same_form(sentence: str, x: int, y: int, new: str) -> tuple[int, int]:
