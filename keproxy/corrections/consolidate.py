@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from keproxy.corrections.rewrite import shape
@@ -33,6 +33,7 @@ from keproxy.corrections.tagging import widen_to_words
 
 __all__ = [
     "Found",
+    "copies",
     "distinctive",
     "one_fact",
     "propagate",
@@ -219,16 +220,32 @@ def propagate(
     allowed = list(turns)
     for f in found:
         text = texts[f.turn][f.start : f.end]
-        needle = text.casefold()
-        if len(needle.strip()) < 2:
+        if len(text.strip()) < 2:
             continue
-        wide = distinctive(text)
-        for turn in allowed:
-            for at in find_all(texts[turn].casefold(), needle):
-                end = at + len(needle)
-                whole = standalone(texts[turn], at, end, loose=wide)
-                clash = any(t == turn and s < end and at < e for t, s, e in taken)
-                if whole and not clash and (wide or sentence_score(turn, at) >= min_score):
-                    out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))
-                    taken.add((turn, at, end))
+        for turn, at, end in copies(texts, allowed, text, sentence_score, min_score=min_score):
+            if not any(t == turn and s < end and at < e for t, s, e in taken):
+                out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))
+                taken.add((turn, at, end))
     return out
+
+
+def copies(
+    texts: Sequence[str],
+    turns: Iterable[int],
+    value: str,
+    sentence_score: Callable[[int, int], float],
+    *,
+    min_score: float,
+) -> Iterator[tuple[int, int, int]]:
+    """(turn, start, end) of each whole-word occurrence of ``value`` (ignoring case) in ``turns`` that states
+    the same fact: every one for a :func:`distinctive` value (found inside joined tokens too, :func:`standalone`),
+    else those whose sentence ``sentence_score(turn, offset)`` scores at least ``min_score``."""
+    wide = distinctive(value)
+    needle = value.casefold()
+    for turn in turns:
+        for at in find_all(texts[turn].casefold(), needle):
+            end = at + len(needle)
+            if standalone(texts[turn], at, end, loose=wide) and (
+                wide or sentence_score(turn, at) >= min_score
+            ):
+                yield turn, at, end

@@ -30,11 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.consolidate import (
     Found,
-    distinctive,
+    copies,
     narrow,
     one_fact,
     propagate,
-    standalone,
     support,
     typed_candidates,
 )
@@ -44,7 +43,6 @@ from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.rewrite import replacement, shape, unquoted
 from keproxy.corrections.spans import (
-    find_all,
     fold,
     grounded,
     named_spans,
@@ -284,14 +282,11 @@ class CorrectionUnderstanding:
             core = (old or "").strip().strip("\"“”'‘’`")
             if not core or len(core.split()) > 2 or any(f.correction == k for f in found):
                 continue
-            wide = distinctive(core)
-            for index in turns:
-                for at in find_all(texts[index].casefold(), core.casefold()):
-                    end = at + len(core)
-                    if not standalone(texts[index], at, end, loose=wide):
-                        continue
-                    if wide or sentence_score(index, at) >= self.options.propagate_threshold:
-                        out.append(Found(index, at, end, k, 1.0, named=True))
+            threshold = self.options.propagate_threshold
+            out += [
+                Found(index, at, end, k, 1.0, named=True)
+                for index, at, end in copies(texts, turns, core, sentence_score, min_score=threshold)
+            ]
         return out
 
     @staticmethod
