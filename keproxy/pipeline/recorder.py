@@ -7,11 +7,12 @@ span)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from keproxy.errors import KeproxyError, error_body
-from keproxy.observability import Metrics
+from keproxy.observability import Metrics, StageSpan
 from keproxy.pipeline.state import PreparedRequest, elapsed_ms
 from keproxy.transcripts import TranscriptStore
 
@@ -60,6 +61,44 @@ class TranscriptRecorder:
         transcript.latency_ms.setdefault("upstream", elapsed_ms(upstream_t0))
         transcript.latency_ms["total"] = elapsed_ms(prepared.started)
         await self._log(prepared, failure, upstream_failed=upstream_failed)
+
+    async def upstream_failed(
+        self, prepared: PreparedRequest, span: StageSpan, exc: Exception, upstream_t0: float
+    ) -> None:
+        """End the upstream ``span`` with ``exc`` and log the request as failed by its upstream call (status
+        from a KeproxyError, else 500; OpenAI's error body; counted as an upstream error)."""
+        span.end(prepared.transcript, exc)
+        await self.finish(
+            prepared, status=status_of(exc), error=error_body(exc), upstream_t0=upstream_t0, failure=exc,
+            upstream_failed=True,
+        )  # fmt: skip
+
+    async def stream_ended(
+        self,
+        prepared: PreparedRequest,
+        span: StageSpan,
+        *,
+        upstream: dict[str, Any] | None,
+        final: dict[str, Any] | None,
+        status: int,
+        error: dict[str, Any] | None,
+        upstream_t0: float,
+        failure: BaseException | None,
+        upstream_failed: bool,
+    ) -> None:
+        """Log a stream that ended, however it ended: ``upstream`` (what the upstream sent, assembled) and
+        ``final`` (what the client got) go to the transcript, with the upstream's usage; the upstream ``span``
+        ends with ``failure``; the row is committed even when the awaiting task is cancelled (a client that
+        went away)."""
+        transcript = prepared.transcript
+        transcript.upstream_response, transcript.final_response = upstream, final
+        transcript.usage = upstream.get("usage") if upstream else None
+        span.end(transcript, failure)
+        logged = self.finish(
+            prepared, status=status, error=error, upstream_t0=upstream_t0, failure=failure,
+            upstream_failed=upstream_failed,
+        )  # fmt: skip
+        await asyncio.shield(logged)
 
     async def _log(
         self, prepared: PreparedRequest, failure: BaseException | None, *, upstream_failed: bool = False

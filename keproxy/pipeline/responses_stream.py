@@ -27,7 +27,7 @@ import orjson
 
 from keproxy.errors import KeproxyError, UpstreamError, error_body
 from keproxy.observability import StageSpan
-from keproxy.pipeline.recorder import TranscriptRecorder, status_of
+from keproxy.pipeline.recorder import TranscriptRecorder
 from keproxy.pipeline.responses_output import finish, function_call_item, message_item, response_skeleton
 from keproxy.pipeline.state import PreparedRequest, elapsed_ms
 from keproxy.upstream import ResponsesUpstream
@@ -220,7 +220,7 @@ async def complete_native(
     try:
         response = await _upstream(prepared).create_response(body)
     except Exception as exc:
-        await _upstream_failed(recorder, prepared, span, exc, t0)
+        await recorder.upstream_failed(prepared, span, exc, t0)
         raise
     final = _with_alias(response, prepared.alias)
     transcript = prepared.transcript
@@ -247,25 +247,10 @@ async def open_native_stream(
     except StopAsyncIteration:
         first = None
     except Exception as exc:
-        await _upstream_failed(recorder, prepared, span, exc, t0)
+        await recorder.upstream_failed(prepared, span, exc, t0)
         raise
     prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
     return _relay_native(recorder, prepared, source, first, t0, span)
-
-
-async def _upstream_failed(
-    recorder: TranscriptRecorder, prepared: PreparedRequest, span: StageSpan, exc: Exception, t0: float
-) -> None:
-    """End the upstream span with ``exc`` and log the request as failed by its upstream call."""
-    span.end(prepared.transcript, exc)
-    await recorder.finish(
-        prepared,
-        status=status_of(exc),
-        error=error_body(exc),
-        upstream_t0=t0,
-        failure=exc,
-        upstream_failed=True,
-    )
 
 
 async def _relay_native(
@@ -310,16 +295,7 @@ async def _relay_native(
         yield {"type": "error", "sequence_number": sequence + 1, "code": "server_error",
                "message": "internal server error", "param": None}  # fmt: skip
     finally:
-        transcript = prepared.transcript
-        transcript.upstream_response = transcript.final_response = last
-        transcript.usage = last.get("usage") if last else None
-        span.end(transcript, failure)
-        logged = recorder.finish(
-            prepared,
-            status=status,
-            error=error,
-            upstream_t0=t0,
-            failure=failure,
-            upstream_failed=upstream_failed,
-        )
-        await asyncio.shield(logged)
+        await recorder.stream_ended(
+            prepared, span, upstream=last, final=last, status=status, error=error, upstream_t0=t0,
+            failure=failure, upstream_failed=upstream_failed,
+        )  # fmt: skip

@@ -190,7 +190,7 @@ class ChatService:
         try:
             response = await prepared.upstream.complete(prepared.body)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self._upstream_failed(prepared, span, exc, t0)
+            await self.recorder.upstream_failed(prepared, span, exc, t0)
             raise
         return await self._finish(prepared, response, t0, span)
 
@@ -229,17 +229,7 @@ class ChatService:
     async def fail(self, prepared: PreparedRequest, exc: Exception, *, upstream_t0: float) -> None:
         """Log a request whose upstream call, made by the caller (started at ``upstream_t0``, perf_counter),
         raised ``exc``: status from a KeproxyError, else 500, with OpenAI's error body. No upstream span."""
-        await self._upstream_failed(prepared, NO_TRACE.start("upstream"), exc, upstream_t0)
-
-    async def _upstream_failed(
-        self, prepared: PreparedRequest, span: StageSpan, exc: Exception, t0: float
-    ) -> None:
-        """End the upstream span with ``exc`` and log the request as failed by its upstream call."""
-        span.end(prepared.transcript, exc)
-        await self.recorder.finish(
-            prepared, status=status_of(exc), error=error_body(exc), upstream_t0=t0, failure=exc,
-            upstream_failed=True,
-        )  # fmt: skip
+        await self.recorder.upstream_failed(prepared, NO_TRACE.start("upstream"), exc, upstream_t0)
 
     async def open_stream(self, prepared: PreparedRequest) -> AsyncGenerator[bytes, None]:
         """Start the upstream stream and return the SSE byte iterator for the client.
@@ -272,7 +262,7 @@ class ChatService:
         except StopAsyncIteration:
             first = None
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self._upstream_failed(prepared, span, exc, t0)
+            await self.recorder.upstream_failed(prepared, span, exc, t0)
             raise
         prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
         return self._relay(prepared, source, first, t0, span)
@@ -315,21 +305,10 @@ class ChatService:
             raise
         finally:
             assembled = assemble_stream(chunks)
-            prepared.transcript.upstream_response = assembled
-            final = dict(assembled)
-            final["model"] = prepared.alias
-            prepared.transcript.final_response = final
-            prepared.transcript.usage = assembled.get("usage")
-            span.end(prepared.transcript, failure)
-            finish = self.recorder.finish(
-                prepared,
-                status=status,
-                error=error,
-                upstream_t0=t0,
-                failure=failure,
-                upstream_failed=upstream_failed,
-            )
-            await asyncio.shield(finish)
+            await self.recorder.stream_ended(
+                prepared, span, upstream=assembled, final={**assembled, "model": prepared.alias},
+                status=status, error=error, upstream_t0=t0, failure=failure, upstream_failed=upstream_failed,
+            )  # fmt: skip
 
     @staticmethod
     async def _sse(
@@ -364,7 +343,7 @@ class ChatService:
                     prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
                 chunks.append(chunk)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self._upstream_failed(prepared, span, exc, t0)
+            await self.recorder.upstream_failed(prepared, span, exc, t0)
             raise
         prepared.transcript.latency_ms["upstream"] = elapsed_ms(t0)
         assembled = assemble_stream(chunks)
