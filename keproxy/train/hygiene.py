@@ -2,8 +2,9 @@
 
 :func:`training_sets` lists every set a keproxy model trains on (all in the repository: the hand-written NLI
 pairs, the correction corpus's train split); :func:`evaluation_sets` lists every set keproxy scores on: the
-corpus's dev split, the hand-made NLI check pairs and, when the shared data folder is there, every file in it
-(KEIC and corrections dev sets, CounterFact, zsRE, ELKEN, LEME, MQuAKE, DECODE, DailyDialog). :func:`overlaps`
+corpus's dev split, the hand-made NLI check pairs, the judge validation set (``data/judge-validation``, edits
+and texts) and, when the shared data folder is there, every file in it (KEIC and corrections dev sets,
+CounterFact, zsRE, ELKEN, LEME, MQuAKE, DECODE, DailyDialog). :func:`overlaps`
 finds a training text that equals an evaluation text (after folding case, punctuation and spaces; texts of at
 least ``min_words`` words) or whose word n-grams are mostly (``near``) found in one evaluation set's n-grams.
 
@@ -131,6 +132,12 @@ def evaluation_sets(shared: Path | None = None) -> dict[str, list[str]]:
         "chats/dev": list(_chat_texts(load_corpus("dev"))),
         "nli-handmade": [
             t for row in _jsonl(_DATA / "nli-handmade.jsonl") for t in (row["premise"], row["hypothesis"])
+        ],
+        "judge-validation": [
+            t
+            for path in sorted((_DATA / "judge-validation").glob("*.jsonl"))
+            for row in _jsonl(path)
+            for t in (row["edit"], row["text"])
         ],
     }
     root = shared if shared is not None else shared_data_dir()

@@ -8,9 +8,12 @@ from keproxy.train.hygiene import LeakIndex, evaluation_sets, fold, overlaps, tr
 
 def test_no_training_text_leaks_an_evaluation_set() -> None:
     train, evaluation = training_sets(), evaluation_sets()
-    assert {"nli/train-hand", "chats/train"} <= set(train) and {"chats/dev", "nli-handmade"} <= set(
-        evaluation
-    )
+    assert {"nli/train-hand", "chats/train"} <= set(train) and {
+        "chats/dev",
+        "nli-handmade",
+        "judge-validation",
+    } <= set(evaluation)
+    assert len(evaluation["judge-validation"]) >= 600  # (edit, text) of every row: >= 300 rows
     if shared_data_dir() is not None:  # with ../shared: every public set and dev set is compared as well
         assert "shared/keic-authored/dev.jsonl" in evaluation and "shared/corrections/dev.jsonl" in evaluation
         assert "postedit-editor/counterfact-train" in train
