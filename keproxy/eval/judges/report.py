@@ -80,10 +80,11 @@ def plot_agreement(results: Sequence[JudgeResult], path: Path) -> None:
             ax.bar(xs, [100 * (v or 0.0) for v in values], width, label=f"{r.judge} ({r.rule})")
         ax.axhline(90, color="grey", linestyle="--", linewidth=1, label="target 90%")
         ax.set_xticks(range(len(groups)), groups, rotation=20)
-        ax.set_ylim(0, 100)
+        ax.set_ylim(0, 118)  # room above 100 for the legend
+        ax.set_yticks(range(0, 101, 20))
         ax.set_ylabel("% of rows")
         ax.set_title("Judge agreement with the hand-labelled validation set")
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper center", ncol=min(len(results) + 1, 4))
 
 
 def write_outputs(report: JudgesReport, out: Path, *, plots: bool = True) -> list[Path]:
