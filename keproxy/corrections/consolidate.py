@@ -41,6 +41,7 @@ __all__ = [
     "support",
     "typed_candidates",
     "value_key",
+    "whole_token",
 ]
 
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
@@ -177,6 +178,22 @@ def narrow(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     same = [(a, b) for a, b in parts if skeleton(span[a:b], _MARKS) == target]
     if len(same) == 1:
         return start + same[0][0], start + same[0][1]
+    return start, end
+
+
+def whole_token(text: str, start: int, end: int, new: str) -> tuple[int, int]:
+    """A span that is part of an identifier ("calc" in "calc_total") widened to the whole identifier when the
+    new value carries the rest of it ("sum_total" ends with "_total"), so the rewrite replaces the identifier
+    instead of splicing the new value into it ("sum_total_total")."""
+    a, b = start, end
+    while a > 0 and (text[a - 1].isalnum() or text[a - 1] == "_"):
+        a -= 1
+    while b < len(text) and (text[b].isalnum() or text[b] == "_"):
+        b += 1
+    left, right = text[a:start], text[end:b]
+    new = new.strip()
+    if (a, b) != (start, end) and (not right or new.endswith(right)) and (not left or new.startswith(left)):
+        return a, b
     return start, end
 
 

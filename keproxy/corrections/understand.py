@@ -36,6 +36,7 @@ from keproxy.corrections.consolidate import (
     propagate,
     support,
     typed_candidates,
+    whole_token,
 )
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
@@ -252,7 +253,7 @@ class CorrectionUnderstanding:
         found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):
             old, new = pairs[f.correction]
-            start, end = narrow(texts[f.turn], f.start, f.end, new)
+            start, end = whole_token(texts[f.turn], *narrow(texts[f.turn], f.start, f.end, new), new)
             span = texts[f.turn][start:end]
             after = replacement(texts[f.turn], start, end, new, old)
             taken = any(e.turn_index == f.turn and e.start < end and start < e.end for e in edits)

@@ -175,10 +175,12 @@ def corrections(
 ) -> None:
     """Train the correction taggers (LoRA + head on all-MiniLM-L6-v2) on the corpus's train split.
 
-    Deterministic (fixed steps, seeds, threads): the defaults reproduce the shipped adapters. Prints each
-    tagger's dev-split scores (the corpus's dev chats, never trained on).
+    Deterministic (fixed steps, seeds, threads) with the shipped taggers' configurations. The shipped adapters
+    were trained with these configurations on a lent GPU (bench/gpu_tagger_sweep.py); a CPU build (about 90 min
+    on 2 cores) gives weights of its own device. Prints each tagger's dev-split scores (the corpus's dev
+    chats, never trained on).
     """
-    from keproxy.train.corrections import TAGGERS, TaggerTrainConfig, train_tagger
+    from keproxy.train.corrections import TAGGERS, train_tagger
 
     console, err = Console(), Console(stderr=True, log_path=False)
     names = [n.strip() for n in which.split(",") if n.strip()]
@@ -189,9 +191,7 @@ def corrections(
         )
         raise typer.Exit(2)
     for name in names:
-        manifest = train_tagger(
-            name, out_dir / name if out_dir else None, TaggerTrainConfig(), force=force, log=err.log
-        )
+        manifest = train_tagger(name, out_dir / name if out_dir else None, None, force=force, log=err.log)
         state = "up to date" if manifest.get("cached") else f"built in {manifest['build_seconds']:.0f} s"
         dev = manifest["dev"]
         console.print(

@@ -14,6 +14,7 @@ from keproxy.corrections.consolidate import (
     support,
     typed_candidates,
     value_key,
+    whole_token,
 )
 from keproxy.corrections.rewrite import replacement
 
@@ -119,6 +120,17 @@ def test_a_joined_span_is_narrowed_to_the_part_written_like_the_new_value() -> N
     start, end = narrow(text, at, len(text), "10.0.4.17")
     assert text[start:end] == "10.0.4.71"
     assert narrow(text, at, at + 9, "10.0.4.17") == (at, at + 9)
+
+
+def test_part_of_an_identifier_is_widened_when_the_new_value_carries_the_rest() -> None:
+    text = "Sure: rename calc_total to compute_total."
+    at = text.index("calc")
+    start, end = whole_token(text, at, at + 4, "sum_total")
+    assert text[start:end] == "calc_total"
+    # a new value that does not carry the rest leaves the span as tagged
+    assert whole_token(text, at, at + 4, "sum") == (at, at + 4)
+    # a whole word is left alone
+    assert whole_token(text, at, at + 10, "sum_total") == (at, at + 10)
 
 
 def test_the_new_sentences_full_stop_does_not_land_inside_the_old_one() -> None:
