@@ -226,6 +226,16 @@ def test_a_missing_tagger_stops_the_default_configuration_in_one_line(tmp_path: 
     assert patterns.returncode == 0, patterns.stderr  # the pattern detectors need no tagger
 
 
+def test_a_missing_correction_gate_stops_start_up_in_one_line(tmp_path: Path) -> None:
+    site = package_without(tmp_path / "site", "turn-gate")
+    refused = keproxy("serve", "--mock-response", "hi", cwd=tmp_path, env={"PYTHONPATH": str(site)})
+    assert one_line(refused) == (
+        f"keproxy: detectors[0]: the learned detector cannot run: no correction gate at "
+        f"{site}/keproxy/data/models/turn-gate: build it with `keproxy train gate` (or name the pattern "
+        "detectors, [template, cue], which need no model)"
+    )
+
+
 def test_bad_learned_detector_options_are_named(tmp_path: Path) -> None:
     settings = load_settings(mock_response="x", data_dir=tmp_path, learned_detector={"detect_threshold": 2})
     with pytest.raises(ConfigError) as info:

@@ -4,7 +4,9 @@
 makes false and their replacements (:class:`~keproxy.corrections.base.SpanEdit`), so the ``patch`` strategy changes
 those characters and nothing else:
 
-1. **detect + extract**: the turn tagger reads every user turn (after the first) with its recent history and
+0. **gate**: a linear n-gram model (:mod:`keproxy.corrections.gate`, ~1 ms a turn) lets through the user turns
+   (after the first) that could be corrections; ordinary requests and questions stop there, with no forward pass.
+1. **detect + extract**: the turn tagger reads each user turn the gate let through with its recent history and
    says whether it corrects something, tagging the new (and, when named, old) values. A filled KEIC template
    (App. B.2) is a fast path: its quoted [O] / [N] are taken as they are.
 2. **locate**: the sentences of the earlier user and assistant turns (at most ``max_candidates``, those sharing
@@ -40,6 +42,7 @@ from keproxy.corrections.consolidate import (
 )
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
+from keproxy.corrections.gate import CorrectionGate
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.rewrite import replacement, shape, unquoted
@@ -85,6 +88,9 @@ class UnderstandingOptions(BaseModel):
     """Earlier sentences sent to the stale tagger per correcting turn (the most related first)."""
     patterns: bool = True
     """Use the KEIC-template fast path (quoted [O] / [N]) and verbatim multi-word old values."""
+    gate: bool = True
+    """Send only the user turns the correction gate (:mod:`keproxy.corrections.gate`) lets through to the turn
+    tagger (a KEIC template turn always goes); False: every user turn after the first."""
 
 
 class CorrectionUnderstanding:
@@ -94,7 +100,8 @@ class CorrectionUnderstanding:
     TaggerMissingError at construction when absent), on ``runtime`` with ``threads`` intra-op threads
     (:class:`~keproxy.corrections.model.Tagger`'s arguments; None: its defaults). locator: the clause locator for
     restated sentences (default: ``SpanLocator(None)``, lexical; give it the app's embedder for the embedding
-    score).
+    score). gate: the correction gate in front of the turn tagger when ``options.gate`` (default: the shipped
+    one; raises GateMissingError at construction when absent).
     """
 
     name = "learned"
@@ -110,6 +117,7 @@ class CorrectionUnderstanding:
         locator: SpanLocator | None = None,
         threads: int | None = None,
         runtime: str | None = None,
+        gate: CorrectionGate | None = None,
     ) -> None:
         self.turn_tagger = turn_tagger or Tagger(MODELS_DIR / "turn-tagger", threads=threads, runtime=runtime)
         self.stale_tagger = stale_tagger or Tagger(
@@ -117,6 +125,7 @@ class CorrectionUnderstanding:
         )
         self.options = options or UnderstandingOptions()
         self.locator = locator or SpanLocator(None)
+        self.gate = (gate or CorrectionGate()) if self.options.gate else None
 
     def detect(self, messages: Sequence[Mapping[str, Any]]) -> list[Correction]:
         """Corrections of every user turn after the first, in turn order, each with its span edits."""
@@ -127,6 +136,12 @@ class CorrectionUnderstanding:
             i for i, m in enumerate(messages)
             if i >= 1 and isinstance(m, Mapping) and m.get("role") == "user" and texts[i].strip()
         ]  # fmt: skip
+        if self.gate is not None and turns:
+            passes = self.gate.passes([texts[i] for i in turns])
+            turns = [
+                i for i, ok in zip(turns, passes, strict=True)
+                if ok or (self.options.patterns and parse_template(texts[i]))
+            ]  # fmt: skip
         if not turns:
             return []
         tagged = self.turn_tagger.tag([(texts[i], context_of(messages, i)) for i in turns])

@@ -1,0 +1,92 @@
+"""The correction gate: a linear model over hashed word and character n-grams of a user turn that says, in about a
+millisecond, whether the turn could be a correction at all, so the turn tagger (a MiniLM forward pass, ~30 ms on
+one CPU thread) reads only turns that might be.
+
+A chat's ordinary turns ("Can you plan three days in Lisbon?", "Write it as an email") are most of what a proxy
+sees; the gate lets them through untouched without a forward pass. It is tuned for recall, not precision: its
+threshold is the first percentile of the correcting turns' out-of-fold scores on the corpus's train split (99% of
+them pass), and everything it lets through is still decided by the turn tagger. Trained by ``keproxy train gate``
+(:mod:`keproxy.train.gate`) on the correction corpus's train split: scikit-learn's ``HashingVectorizer`` (word 1-2
+grams and character 2-4 grams within words, 2**17 features each, L2-normalised) and a class-balanced
+``LogisticRegression``; shipped as ``keproxy/data/models/turn-gate/`` (the non-zero weights and a manifest).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from keproxy.errors import ConfigError
+from keproxy.models.artifacts import SHIPPED_MODELS_DIR
+
+__all__ = ["GATE_DIR", "CorrectionGate", "GateMissingError", "gate_features"]
+
+#: The shipped gate's folder.
+GATE_DIR = SHIPPED_MODELS_DIR / "turn-gate"
+WEIGHTS_NAME = "gate.npz"
+MANIFEST_NAME = "keproxy-gate.json"
+#: Hashed features per vectoriser (word n-grams, then character n-grams).
+N_FEATURES = 2**17
+
+
+class GateMissingError(ConfigError):
+    """The gate's folder is missing or incomplete; the message names the command that builds it."""
+
+
+def gate_features(texts: Sequence[str]) -> Any:
+    """scipy CSR matrix (len(texts), 2 * N_FEATURES), float64: word 1-2 grams (lower-cased, punctuation marks as
+    tokens) then character 2-4 grams within words, each block L2-normalised. Deterministic: no fitted state."""
+    from scipy.sparse import hstack
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    words = HashingVectorizer(
+        n_features=N_FEATURES, ngram_range=(1, 2), alternate_sign=False, norm="l2",
+        token_pattern=r"(?u)\b\w+\b|[^\w\s]",
+    )  # fmt: skip
+    chars = HashingVectorizer(
+        n_features=N_FEATURES, analyzer="char_wb", ngram_range=(2, 4), alternate_sign=False
+    )
+    return hstack([words.transform(texts), chars.transform(texts)]).tocsr()
+
+
+class CorrectionGate:
+    """The shipped gate (loaded lazily, thread-safe). folder: the gate's folder (``gate.npz`` holding ``index``
+    int32 and ``weight`` float32 of the non-zero weights, ``bias``; ``keproxy-gate.json`` holding
+    ``threshold``); raises GateMissingError at construction when incomplete."""
+
+    def __init__(self, folder: Path = GATE_DIR) -> None:
+        self.folder = Path(folder)
+        if not (self.folder / WEIGHTS_NAME).is_file() or not (self.folder / MANIFEST_NAME).is_file():
+            raise GateMissingError(
+                f"no correction gate at {self.folder}: build it with `keproxy train gate`", param="detectors"
+            )
+        self.manifest: dict[str, Any] = json.loads((self.folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+        self.threshold = float(self.manifest["threshold"])
+        self._weights: tuple[np.ndarray, float] | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> tuple[np.ndarray, float]:
+        with self._lock:
+            if self._weights is None:
+                with np.load(self.folder / WEIGHTS_NAME) as data:
+                    dense = np.zeros(2 * N_FEATURES, dtype=np.float64)
+                    dense[data["index"]] = data["weight"]
+                    self._weights = (dense, float(data["bias"]))
+            return self._weights
+
+    def scores(self, texts: Sequence[str]) -> np.ndarray:
+        """float64 (len(texts),): P(the turn is a correction) by the linear model, in [0, 1]."""
+        if not texts:
+            return np.zeros(0)
+        weight, bias = self._load()
+        z = gate_features(list(texts)) @ weight + bias
+        return np.asarray(1.0 / (1.0 + np.exp(-z)))
+
+    def passes(self, texts: Sequence[str]) -> list[bool]:
+        """Per text, whether it goes on to the turn tagger (score >= the shipped threshold)."""
+        return [bool(s >= self.threshold) for s in self.scores(texts)]

@@ -1,0 +1,52 @@
+"""The correction gate: the shipped build is reproduced by ``keproxy train gate``, ordinary requests stop before
+the turn tagger, corrections go on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from keproxy.corrections.gate import GATE_DIR, CorrectionGate, GateMissingError
+from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
+from keproxy.train.gate import train_gate
+
+
+def test_a_rebuild_gives_the_shipped_gate(tmp_path: Path) -> None:
+    manifest = train_gate(tmp_path, log=lambda _: None)
+    assert manifest["cached"] is False
+    shipped, rebuilt = np.load(GATE_DIR / "gate.npz"), np.load(tmp_path / "gate.npz")
+    for key in ("index", "weight", "bias"):
+        assert np.array_equal(shipped[key], rebuilt[key]), key
+    assert manifest["threshold"] == CorrectionGate().threshold
+    assert train_gate(tmp_path, log=lambda _: None)["cached"] is True
+
+
+def test_corrections_pass_and_plain_requests_stop() -> None:
+    gate = CorrectionGate()
+    corrections = ["Actually, it's at 4pm.", "Wrong. It's not Paris, but Lyon.", "Make that Tuesday."]
+    requests = ["Can you write a short poem about autumn?", "What time does the museum open on Sundays?"]
+    assert gate.passes(corrections) == [True] * 3
+    assert gate.passes(requests) == [False] * 2
+    scores = gate.scores([*corrections, *requests])
+    assert scores.shape == (5,) and ((scores >= 0) & (scores <= 1)).all()
+
+
+def test_a_turn_the_gate_stops_never_reaches_the_turn_tagger() -> None:
+    chat = [
+        {"role": "user", "content": "Plan a day in Lisbon for me."},
+        {"role": "assistant", "content": "Morning in Alfama, lunch in Baixa, sunset at Miradouro da Graça."},
+        {"role": "user", "content": "Can you write a short poem about autumn?"},
+    ]
+    gated = CorrectionUnderstanding()
+    assert gated.detect(chat) == []
+    assert gated.turn_tagger.cache_misses == 0  # no forward pass
+    ungated = CorrectionUnderstanding(options=UnderstandingOptions(gate=False))
+    assert ungated.detect(chat) == []
+    assert ungated.turn_tagger.cache_misses == 1
+
+
+def test_a_missing_gate_names_the_command(tmp_path: Path) -> None:
+    with pytest.raises(GateMissingError, match="keproxy train gate"):
+        CorrectionGate(tmp_path)
