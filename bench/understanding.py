@@ -7,8 +7,9 @@ and the ``patch`` strategy on the whole chat, in one thread, with the taggers on
 ONNX Runtime fp32 / int8) and each of ``--threads`` intra-op threads; the script prints one table, p50 / p99 in
 ms over ``--repeats`` runs (after ``--warmup``) per runtime and thread count side by side (the runtimes take
 turns within each repetition, so a change of the machine's load falls on all of them), for the correction
-and for a chat whose last turn is a look-alike that corrects nothing, then the edits each runtime made. Each case
-is timed cold (the taggers' caches emptied before every run) and with the history cached (the steady state of a
+for a chat whose last turn is a look-alike that corrects nothing, and for one whose last turn is an ordinary
+request, then the edits each runtime made. ``--gate on off`` (the default) runs each runtime with and without the
+correction gate (:mod:`keproxy.corrections.gate`) in front of the turn tagger, side by side. Each case is timed cold (the taggers' caches emptied before every run) and with the history cached (the steady state of a
 chat: only the new last turn and its candidate sentences are tagged).
 
     .venv/bin/python bench/understanding.py --repeats 100 --runtimes torch onnx onnx-int8 --threads 1 2
@@ -23,7 +24,7 @@ import time
 import numpy as np
 
 from keproxy.corrections.model import RUNTIMES
-from keproxy.corrections.understand import CorrectionUnderstanding
+from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
 
@@ -121,23 +122,34 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--runtimes", nargs="+", default=["torch", "onnx"], choices=RUNTIMES)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="intra-op threads per runtime")
+    parser.add_argument(
+        "--gate", nargs="+", default=["on", "off"], choices=["on", "off"],
+        help="with the correction gate in front of the turn tagger (on), without (off), or both side by side",
+    )  # fmt: skip
     args = parser.parse_args()
     cases = (
         ("correction", "Small detail: Pelle said the pier collapsed in 1978, not 1987."),
         ("look-alike", "No worries, that's lovely. Could you give the café a name that sounds like 1978?"),
+        ("request", "Lovely. Could you retell it in three sentences, as a radio host would have in 1978?"),
     )
-    columns = [(runtime, threads) for threads in args.threads for runtime in args.runtimes]
+    gates = [g == "on" for g in args.gate]
+    label = {True: "", False: ", no gate"}
+    columns = [(f"{r}{label[g]}", t) for t in args.threads for r in args.runtimes for g in gates]
     figures: dict[tuple[str, bool], list[str]] = {}
     edits: dict[str, list[str]] = {}
     for threads in args.threads:
         detectors = {
-            runtime: CorrectionUnderstanding(runtime=runtime, threads=threads) for runtime in args.runtimes
+            f"{runtime}{label[gate]}": CorrectionUnderstanding(
+                runtime=runtime, threads=threads, options=UnderstandingOptions(gate=gate)
+            )
+            for runtime in args.runtimes
+            for gate in gates
         }
         for name, last in cases:
             messages = chat(last)
             for cold in (True, False):
                 times, results = run(detectors, messages, args.repeats, args.warmup, cold=cold)
-                for runtime in args.runtimes:
+                for runtime in detectors:
                     p50, p99 = np.percentile(times[runtime], [50, 99])
                     figures.setdefault((name, cold), []).append(f"{p50:.1f} / {p99:.1f}")
             for runtime, result in results.items():
