@@ -191,6 +191,13 @@ class CorrectionUnderstanding:
         for i, (a, b) in enumerate(news):
             old = olds[paired[i]] if i in paired else None
             pairs.append(oriented(text[old[0] : old[1]] if old else None, text[a:b], said))
+        # one value tagged twice ("no, 3691. INV-2024-3691"): the part goes, the whole value stays
+        pairs = [
+            (old, new) for old, new in pairs
+            if old or not any(
+                other != new and re.search(rf"(?<!\w){re.escape(new)}(?!\w)", other) for _, other in pairs
+            )
+        ]  # fmt: skip
         if not pairs and self.options.patterns and said:
             # the turn tagger says "correction" but tags no value: a cue frame ("X, not Y", "I meant Y")
             # whose old value the history states, and whose new value is of the same kind

@@ -177,3 +177,18 @@ def test_patterns_and_learned_together_keep_the_learned_spans() -> None:
     assert corrections and all(c.spans for c in corrections)
     result = asyncio.run(PatchEditor().edit(messages, corrections, EditContext()))
     assert result.messages[0]["content"] == story.replace("twice", "three times")
+
+
+def test_a_value_tagged_twice_is_fixed_as_the_whole_value(understanding: CorrectionUnderstanding) -> None:
+    history = [
+        ("user", "Please chase invoice INV-2024-9182 with the supplier."),
+        ("assistant", "I'll email them today about INV-2024-9182 and ask for a payment date."),
+    ]
+    forwarded, detected = forward(
+        understanding, [*history, ("user", "no, 3691. INV-2024-3691. I transposed it")]
+    )
+    assert detected
+    assert forwarded[:2] == [
+        "Please chase invoice INV-2024-3691 with the supplier.",
+        "I'll email them today about INV-2024-3691 and ask for a payment date.",
+    ]
