@@ -26,6 +26,7 @@ __all__ = [
     "oriented",
     "same_form",
     "skeleton",
+    "undangled",
 ]
 
 _CONTENT = re.compile(r"[^\W_]{3,}")
@@ -127,13 +128,25 @@ def grounded(value: str, said: set[str]) -> bool:
     return bool(words) and words <= said
 
 
+_DANGLING = re.compile(r"(?:\s+(?:of|the|a|an|to|in|at|on|for|and|or|with|by|from))+\s*$", re.IGNORECASE)
+
+
+def undangled(value: str) -> str:
+    """A tagged value without the function words its tag ran on into ("9 cups of" -> "9 cups"): a value does
+    not end with a preposition, article or conjunction."""
+    trimmed = _DANGLING.sub("", value)
+    return trimmed if trimmed.strip() else value
+
+
 def oriented(old: str | None, new: str, said: set[str]) -> tuple[str | None, str]:
     """A tagged (old, new) pair checked against what the chat said: the old value is what the earlier turns
     state, so a pair whose new value they state and whose old value they do not is the other way round ("I
     wrote 2 cups, meant 3"); a determiner the history does not have is dropped from the old value ("not the
-    Saturday" -> "Saturday")."""
+    Saturday" -> "Saturday"); both lose function words their tags ran on into (:func:`undangled`)."""
+    new = undangled(new)
     if old is None or not said:
         return old, new
+    old = undangled(old)
     bare = _DETERMINER.sub("", old)
     if bare != old and bare and grounded(bare, said) and not grounded(old, said):
         old = bare

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from keproxy.corrections.model import Tagged
-from keproxy.corrections.spans import named_spans, one_fact_each
+from keproxy.corrections.spans import named_spans, one_fact_each, oriented, undangled
 from keproxy.corrections.tagging import snap_to_words
 from keproxy.corrections.understand import CorrectionUnderstanding
 from keproxy.editors.base import EditContext
@@ -192,3 +192,11 @@ def test_a_value_tagged_twice_is_fixed_as_the_whole_value(understanding: Correct
         "Please chase invoice INV-2024-3691 with the supplier.",
         "I'll email them today about INV-2024-3691 and ask for a payment date.",
     ]
+
+
+def test_a_tagged_value_loses_the_function_words_its_tag_ran_on_into() -> None:
+    assert undangled("9 cups of") == "9 cups"
+    assert undangled("Room 204 in the") == "Room 204"
+    assert undangled("of") == "of"  # nothing left: kept as tagged
+    assert undangled("Bank of England") == "Bank of England"
+    assert oriented("9 cups of", "7 cups", {"9", "cups", "of", "jasmine", "rice"}) == ("9 cups", "7 cups")
