@@ -11,13 +11,16 @@ separate server process in front of that same mock, and drives it with ``bench/l
   ``HTTPUpstream`` fast path), strategy ``otc``, no detectors, edit_mode ``off``; ``--keproxy-workers``
   processes (default: one per core); ``keproxy-1w``: the same with one process;
 - ``keproxy-litellm``: the same alias with ``transport: litellm`` (``litellm.acompletion`` translates);
-- ``keproxy-memory``: detection + retrieval: the default detectors (template, cue), an edit memory with
+- ``keproxy-memory``: detection + retrieval: the default detectors (``learned``: the correction gate, then the
+  turn tagger for the turns it lets through), an edit memory with
   ``--edits`` imported edits (synthetic CounterFact records, ``keproxy edits import``), edit_mode
   ``postedit`` with the ``span`` post-editor: every request embeds its last user message with MiniLM and
   searches the edits (some queries match an edit and are post-edited); every query shares words with the
   edits ("capital", "Veloria-k"), so the lexical prefilter lets each one through to the encoder;
 - ``keproxy-memory-nohit``: the same server, asked about something no edit mentions (``NOHIT_PROMPT``): the
   query mix of a chat proxy whose tenant edited other things (the prefilter skips the encoder);
+- ``keproxy-memory-nogate``: ``keproxy-memory`` without the correction gate (``learned_detector.gate: false``):
+  the turn tagger reads every request's last user message;
 - ``litellm-proxy``: the LiteLLM proxy (``litellm[proxy]==1.106.2``, one uvicorn worker, master key set, no
   database) from its own virtualenv (``--litellm-venv``, created on first use), model ``openai/mock``.
 
@@ -82,7 +85,7 @@ import yaml
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 TARGETS = ("direct", "floor", "keproxy", "keproxy-1w", "keproxy-litellm", "keproxy-memory", "keproxy-memory-nohit",
-           "litellm-proxy")  # fmt: skip
+           "keproxy-memory-nogate", "litellm-proxy")  # fmt: skip
 #: keproxy-memory-nohit's last user message: no word and no number (1000, 2000, ...; the edits' run to 999)
 #: of it is in an edit
 NOHIT_PROMPT = "Request {i}000: how long should sourdough bread rise before baking?"
@@ -252,7 +255,7 @@ def synthetic_edits(n: int) -> list[dict[str, Any]]:
     return records
 
 
-def keproxy_config(path: Path, mock_url: str, *, transport: str, memory: bool) -> None:
+def keproxy_config(path: Path, mock_url: str, *, transport: str, memory: bool, gate: bool = True) -> None:
     route: dict[str, Any] = {
         "alias": MODEL,
         "model": f"openai/{MODEL}",
@@ -264,7 +267,9 @@ def keproxy_config(path: Path, mock_url: str, *, transport: str, memory: bool) -
     route["api_key_env"] = "KEPROXY_BENCH_MOCK_KEY"  # the litellm path needs a key; the mock ignores it
     config: dict[str, Any] = {"models": [route], "api_keys": [API_KEY]}
     if memory:
-        config.update(edit_mode="postedit", post_editor="span")  # default detectors: template, cue
+        config.update(edit_mode="postedit", post_editor="span")  # default detectors: learned
+        if not gate:
+            config["learned_detector"] = {"gate": False}
     else:
         config.update(detectors=[], edit_mode="off")
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -303,7 +308,7 @@ def start_target(name: str, mock_url: str, work: Path, args: argparse.Namespace)
         return server, base
     memory = name.startswith("keproxy-memory")
     keproxy_config(folder / "keproxy.yaml", mock_url, transport="litellm" if name == "keproxy-litellm" else "auto",
-                   memory=memory)  # fmt: skip
+                   memory=memory, gate=name != "keproxy-memory-nogate")  # fmt: skip
     data = folder / "data"
     if memory:
         edits = folder / "edits.json"
