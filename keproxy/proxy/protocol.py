@@ -46,6 +46,11 @@ class ChatCompletionRequest(OpenAIBaseModel):
     user: str | None = Field(
         default=None, description="OpenAI's end-user id; keproxy also uses it as the scope of user edits."
     )
+    web_search_options: dict[str, Any] | None = Field(
+        default=None,
+        description="OpenAI's web search options, an object: declared so that another type is a 400 here "
+        "(litellm's cost tracking raised TypeError on a list, which answered 502).",
+    )
     keproxy: KeproxyOptions | None = Field(default=None, description="keproxy extension (not OpenAI).")
 
     @field_validator("messages")
@@ -85,6 +90,11 @@ class ResponseCreateRequest(OpenAIBaseModel):
     stream: bool | None = False
     user: str | None = Field(
         default=None, description="OpenAI's end-user id; keproxy also uses it as the scope of user edits."
+    )
+    web_search_options: dict[str, Any] | None = Field(
+        default=None,
+        description="OpenAI's web search options, an object: declared so that another type is a 400 here "
+        "(litellm's cost tracking raised TypeError on a list, which answered 502).",
     )
     keproxy: KeproxyOptions | None = Field(default=None, description="keproxy extension (not OpenAI).")
 

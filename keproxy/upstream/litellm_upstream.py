@@ -204,11 +204,17 @@ class LiteLLMUpstream:
             self._fixed["mock_response"] = mock_response
 
     def _kwargs(self, body: dict[str, Any], stream: bool) -> dict[str, Any]:
-        """litellm's arguments for ``body``: the client's parameters without CLIENT_HIDDEN_KWARGS and without
-        names starting with "_" (litellm's private switches), then the route's. Raises InvalidRequestError
-        (400) on messages litellm cannot translate (``_check_messages``)."""
+        """litellm's arguments for ``body``: the client's parameters without CLIENT_HIDDEN_KWARGS, without
+        names starting with "_" (litellm's private switches) and without those set to null (litellm's own
+        default for each; an explicit ``"web_search_options": null`` made its cost tracking raise TypeError),
+        then the route's. Raises InvalidRequestError (400) on messages litellm cannot translate
+        (``_check_messages``)."""
         _check_messages(body.get("messages") or [])
-        kwargs = {k: v for k, v in body.items() if k not in CLIENT_HIDDEN_KWARGS and not k.startswith("_")}
+        kwargs = {
+            k: v
+            for k, v in body.items()
+            if v is not None and k not in CLIENT_HIDDEN_KWARGS and not k.startswith("_")
+        }
         kwargs.pop("stream", None)
         kwargs.update(self._fixed)
         kwargs["model"] = self.model

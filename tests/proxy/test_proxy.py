@@ -162,6 +162,10 @@ async def test_stream_wire_format_and_transcript(mock_client: httpx.AsyncClient)
             {"model": "m", "messages": [{"role": "user", "content": "x"}], "keproxy": {"strategy": "nope"}},
             "keproxy.strategy",
         ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "web_search_options": []},
+            "web_search_options",
+        ),
     ],
 )
 async def test_bad_requests_get_openai_errors(

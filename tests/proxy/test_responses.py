@@ -430,6 +430,7 @@ async def test_a_client_that_leaves_mid_stream_releases_the_upstream(
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input.0.type"),
         ({"input": []}, "input"),
         ({"keproxy": {"strategy": "nope"}}, "keproxy.strategy"),
+        ({"web_search_options": []}, "web_search_options"),
     ],
 )
 async def test_what_keproxy_cannot_translate_is_an_openai_400(

@@ -305,3 +305,14 @@ async def test_mock_mode_lists_its_aliases_and_the_catch_all(
     # the catch-all card's id is a name that works, like any other
     answer = await sdk.chat.completions.create(model="*", messages=QUESTION)
     assert answer.choices[0].message.content == MOCK_TEXT
+
+
+async def test_parameters_sent_as_null_are_left_to_litellm_defaults(
+    mock_sdk: tuple[openai.AsyncOpenAI, httpx.AsyncClient],
+) -> None:
+    # an explicit null web_search_options made litellm's cost tracking raise TypeError (a 502)
+    sdk, _ = mock_sdk
+    answer = await sdk.chat.completions.create(
+        model="claude", messages=QUESTION, extra_body={"web_search_options": None, "temperature": None}
+    )
+    assert answer.choices[0].message.content == MOCK_TEXT
