@@ -162,9 +162,14 @@ def standalone(text: str, start: int, end: int, *, loose: bool) -> bool:
     "5050" is the port of "localhost:5050", "DATABASE_URL" that of "process.env.DATABASE_URL")."""
     if not loose:
         return widen_to_words(text, start, end) == (start, end)
-    before = text[start - 1] if start > 0 else " "
-    after = text[end] if end < len(text) else " "
-    return not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_")
+    return (start == 0 or not _in_identifier(text[start - 1])) and (
+        end == len(text) or not _in_identifier(text[end])
+    )
+
+
+def _in_identifier(char: str) -> bool:
+    """A letter, digit or underscore: what a code identifier ("calc_total") is made of."""
+    return char.isalnum() or char == "_"
 
 
 def narrow(text: str, start: int, end: int, new: str) -> tuple[int, int]:
@@ -186,9 +191,9 @@ def whole_token(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     new value carries the rest of it ("sum_total" ends with "_total"), so the rewrite replaces the identifier
     instead of splicing the new value into it ("sum_total_total")."""
     a, b = start, end
-    while a > 0 and (text[a - 1].isalnum() or text[a - 1] == "_"):
+    while a > 0 and _in_identifier(text[a - 1]):
         a -= 1
-    while b < len(text) and (text[b].isalnum() or text[b] == "_"):
+    while b < len(text) and _in_identifier(text[b]):
         b += 1
     left, right = text[a:start], text[end:b]
     new = new.strip()

@@ -13,6 +13,7 @@ grams and character 2-4 grams within words, 2**17 features each, L2-normalised) 
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Sequence
@@ -38,10 +39,9 @@ class GateMissingError(ConfigError):
     """The gate's folder is missing or incomplete; the message names the command that builds it."""
 
 
-def gate_features(texts: Sequence[str]) -> Any:
-    """scipy CSR matrix (len(texts), 2 * N_FEATURES), float64: word 1-2 grams (lower-cased, punctuation marks as
-    tokens) then character 2-4 grams within words, each block L2-normalised. Deterministic: no fitted state."""
-    from scipy.sparse import hstack
+@functools.cache
+def _vectorizers() -> tuple[Any, Any]:
+    """The two hashing vectorisers (stateless, so built once per process)."""
     from sklearn.feature_extraction.text import HashingVectorizer
 
     words = HashingVectorizer(
@@ -51,6 +51,15 @@ def gate_features(texts: Sequence[str]) -> Any:
     chars = HashingVectorizer(
         n_features=N_FEATURES, analyzer="char_wb", ngram_range=(2, 4), alternate_sign=False
     )
+    return words, chars
+
+
+def gate_features(texts: Sequence[str]) -> Any:
+    """scipy CSR matrix (len(texts), 2 * N_FEATURES), float64: word 1-2 grams (lower-cased, punctuation marks as
+    tokens) then character 2-4 grams within words, each block L2-normalised. Deterministic: no fitted state."""
+    from scipy.sparse import hstack
+
+    words, chars = _vectorizers()
     return hstack([words.transform(texts), chars.transform(texts)]).tocsr()
 
 
@@ -71,6 +80,8 @@ class CorrectionGate:
         self._lock = threading.Lock()
 
     def _load(self) -> tuple[np.ndarray, float]:
+        if self._weights is not None:
+            return self._weights
         with self._lock:
             if self._weights is None:
                 with np.load(self.folder / WEIGHTS_NAME) as data:

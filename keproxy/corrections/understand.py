@@ -36,6 +36,7 @@ from keproxy.corrections.consolidate import (
     narrow,
     one_fact,
     propagate,
+    standalone,
     support,
     typed_candidates,
     whole_token,
@@ -47,6 +48,7 @@ from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.rewrite import replacement, shape, unquoted
 from keproxy.corrections.spans import (
+    find_all,
     fold,
     grounded,
     named_spans,
@@ -191,13 +193,14 @@ class CorrectionUnderstanding:
         for i, (a, b) in enumerate(news):
             old = olds[paired[i]] if i in paired else None
             pairs.append(oriented(text[old[0] : old[1]] if old else None, text[a:b], said))
+
         # one value tagged twice ("no, 3691. INV-2024-3691"): the part goes, the whole value stays
-        pairs = [
-            (old, new) for old, new in pairs
-            if old or not any(
-                other != new and re.search(rf"(?<!\w){re.escape(new)}(?!\w)", other) for _, other in pairs
+        def inside(part: str, whole: str) -> bool:
+            return part != whole and any(
+                standalone(whole, at, at + len(part), loose=True) for at in find_all(whole, part)
             )
-        ]  # fmt: skip
+
+        pairs = [(old, new) for old, new in pairs if old or not any(inside(new, other) for _, other in pairs)]
         if not pairs and self.options.patterns and said:
             # the turn tagger says "correction" but tags no value: a cue frame ("X, not Y", "I meant Y")
             # whose old value the history states, and whose new value is of the same kind

@@ -7,16 +7,32 @@ torch is imported only when a training runs.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["MINILM_LORA_TARGETS", "LinearAdamW", "deterministic_torch", "linear_lr_factor"]
+__all__ = ["MINILM_LORA_TARGETS", "LinearAdamW", "build_hash", "deterministic_torch", "linear_lr_factor"]
 
 #: LoRA targets of a BERT encoder: every attention projection and both feed-forward projections of every layer.
 MINILM_LORA_TARGETS = r".*\.layer\.\d+\.(attention\.self\.(query|key|value)|attention\.output\.dense|intermediate\.dense|output\.dense)"
+
+
+def build_hash(config: Mapping[str, Any], data: Iterable[Path], modules: Iterable[str]) -> str:
+    """sha256 (16 hex digits) of what decides a build: ``config`` (as sorted JSON), the bytes of each ``data``
+    file and of each source module (paths relative to the ``keproxy`` package, "train/gate.py"), in order. A
+    manifest whose hash equals it is up to date."""
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+    for path in data:
+        digest.update(path.read_bytes())
+    package = Path(__file__).resolve().parent.parent
+    for module in modules:
+        digest.update((package / module).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @contextlib.contextmanager

@@ -11,7 +11,6 @@ trained on.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
@@ -30,7 +29,7 @@ from keproxy.corrections.corpus import corpus_files, load_corpus
 from keproxy.corrections.model import MANIFEST_NAME, MODELS_DIR, Tagger, encode, labels_for
 from keproxy.corrections.tagging import STALE_LABELS, TURN_LABELS, Example, stale_examples, turn_examples
 from keproxy.models.artifacts import packaged_model_path
-from keproxy.train.common import MINILM_LORA_TARGETS, LinearAdamW, deterministic_torch
+from keproxy.train.common import MINILM_LORA_TARGETS, LinearAdamW, build_hash, deterministic_torch
 
 __all__ = ["TAGGERS", "TaggerTrainConfig", "default_config", "train_tagger"]
 
@@ -92,14 +91,11 @@ def _examples(name: str, split: str, config: TaggerTrainConfig) -> list[Example]
 
 
 def _config_hash(name: str, config: TaggerTrainConfig) -> str:
-    digest = hashlib.sha256(
-        json.dumps({"name": name, "config": config.model_dump(mode="json")}, sort_keys=True).encode()
+    return build_hash(
+        {"name": name, "config": config.model_dump(mode="json")},
+        corpus_files(),
+        ("corrections/tagging.py", "corrections/model.py", "train/corrections.py"),
     )
-    for path in corpus_files():
-        digest.update(path.read_bytes())
-    for module in ("corrections/tagging.py", "corrections/model.py", "train/corrections.py"):
-        digest.update((Path(__file__).resolve().parent.parent / module).read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def _fit(model: Any, tokenizer: Any, rows: list[tuple[list[int], list[int], list[int]]], config: TaggerTrainConfig,

@@ -2,7 +2,7 @@
 
 Examples: every chat's last user turn (a correction or a look-alike negative, as labelled) and every earlier user
 turn after the first (the corpus's earlier turns state or ask, never correct). Model: class-balanced logistic
-regression (lbfgs, C=1) on :func:`~keproxy.corrections.gate.gate_features`: deterministic, ~20 s on 2 cores.
+regression (lbfgs, C=1) on :func:`~keproxy.corrections.gate.gate_features`: deterministic, 5-15 s on 2 cores.
 Threshold: 5-fold out-of-fold scores on the train split, folds by chat family (a hand chat and its programmatic
 variants stay together), the ``1 - recall`` quantile of the correcting turns' scores. Dev figures (the corpus's
 dev split, never trained on): the share of corrections that pass, and of earlier turns and look-alikes skipped.
@@ -10,7 +10,6 @@ dev split, never trained on): the share of corrections that pass, and of earlier
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +21,7 @@ import numpy as np
 
 from keproxy.corrections.corpus import corpus_files, family, load_corpus
 from keproxy.corrections.gate import GATE_DIR, MANIFEST_NAME, WEIGHTS_NAME, gate_features
+from keproxy.train.common import build_hash
 
 __all__ = ["gate_rows", "train_gate"]
 
@@ -55,12 +55,9 @@ def _fit(features: Any, labels: np.ndarray) -> Any:
 
 
 def _config_hash() -> str:
-    digest = hashlib.sha256(json.dumps({"C": C, "folds": FOLDS, "recall": RECALL}).encode())
-    for path in corpus_files():
-        digest.update(path.read_bytes())
-    for module in ("corrections/gate.py", "train/gate.py"):
-        digest.update((Path(__file__).resolve().parent.parent / module).read_bytes())
-    return digest.hexdigest()[:16]
+    return build_hash(
+        {"C": C, "folds": FOLDS, "recall": RECALL}, corpus_files(), ("corrections/gate.py", "train/gate.py")
+    )
 
 
 def train_gate(
