@@ -163,6 +163,30 @@ class CorrectionUnderstanding:
                                       template, mine))  # fmt: skip
         return out
 
+    def make_consistent(
+        self, text: str, fact: str, values: Sequence[tuple[str | None, str]] = ()
+    ) -> list[SpanEdit]:
+        """Locate and rewrite as one operation: the spans of ``text`` that ``fact`` makes false, each with its
+        minimal replacement, so that ``text`` agrees with ``fact`` and every other character stays.
+
+        The same steps as :meth:`detect`'s locate and rewrite, with ``fact`` in the place of the correcting
+        user turn and ``text`` as the only earlier turn: the history patch and the answer post-edit
+        (``located`` post-editor) are this one job on different text. values: the fact's (old, new) pairs when
+        known (a triple edit's o and o*, old may be None); empty: the turn tagger extracts them from ``fact``.
+        Returns span edits with ``turn_index`` 0 and offsets into ``text``; empty when nothing must change
+        (postEdit's ``<Retain>``). Blocking (runs the taggers); never raises on odd input.
+        """
+        if not text.strip() or not fact.strip():
+            return []
+        messages = [{"role": "assistant", "content": text}, {"role": "user", "content": fact}]
+        pairs = [(old, new) for old, new in values if new and new.strip()]
+        if not pairs:
+            (result,) = self.turn_tagger.tag([(fact, context_of(messages, 1))])
+            pairs = self._values(fact, result, fold(text))[0]
+        if not pairs:
+            return []
+        return self._locate(messages, [text, fact], 1, pairs, set())
+
     def _values(
         self, text: str, result: Any, history: str = ""
     ) -> tuple[list[tuple[str | None, str]], int | None]:

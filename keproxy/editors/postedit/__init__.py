@@ -6,13 +6,15 @@ similar to the query from the edit memory and, when its score passes the gate, a
 answer with the edit or answers ``<Retain>``. The edit never reaches the upstream (unless the ``llm``
 post-editor is pointed at the upstream itself).
 
-Post-editors (:class:`PostEditorRegistry`): ``span`` (rules), ``llm`` (chat model + T^edit), ``local``
+Post-editors (:class:`PostEditorRegistry`): ``span`` (rules), ``located`` (the stale tagger's locate and rewrite),
+``llm`` (chat model + T^edit), ``local``
 (causal LM + LoRA adapter); more through the entry-point group ``keproxy.post_editors``.
 """
 
 from keproxy.editors.postedit.base import PostEditor, PostEditResult, edit_objects, gate
 from keproxy.editors.postedit.llm import LLMPostEditor
 from keproxy.editors.postedit.local import LocalPostEditor
+from keproxy.editors.postedit.located import LocatedPostEditor
 from keproxy.editors.postedit.preprocess import PreprocessMode, PreprocessResult, preprocess
 from keproxy.editors.postedit.prompts import RETAIN_TOKEN, T_AUG, T_EDIT, fill_t_aug, fill_t_edit, is_retain
 from keproxy.editors.postedit.registry import POST_EDITORS, PostEditorRegistry, PostEditorResources
@@ -25,6 +27,7 @@ __all__ = [
     "T_EDIT",
     "LLMPostEditor",
     "LocalPostEditor",
+    "LocatedPostEditor",
     "PostEditResult",
     "PostEditor",
     "PostEditorRegistry",

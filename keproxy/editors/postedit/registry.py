@@ -1,6 +1,7 @@
 """Named post-editors: the ``post-editor`` registry.
 
-Built-in: ``span`` (rules, :mod:`keproxy.editors.postedit.span`), ``llm`` (a chat model with T^edit,
+Built-in: ``span`` (rules, :mod:`keproxy.editors.postedit.span`), ``located`` (the correction pipeline's
+locate and rewrite, :mod:`keproxy.editors.postedit.located`), ``llm`` (a chat model with T^edit,
 :mod:`keproxy.editors.postedit.llm`) and ``local`` (a causal LM + LoRA adapter, :mod:`keproxy.editors.postedit.local`); each
 module has a ``factory(resources: PostEditorResources) -> PostEditor``, registered by one line in
 :data:`POST_EDITORS`. Third parties add post-editors through the entry-point group ``keproxy.post_editors``
@@ -51,6 +52,7 @@ POST_EDITORS: Registry[PostEditorFactory] = Registry(
         "span": "keproxy.editors.postedit.span:factory",
         "llm": "keproxy.editors.postedit.llm:factory",
         "local": "keproxy.editors.postedit.local:factory",
+        "located": "keproxy.editors.postedit.located:factory",
     },
 )
 

@@ -35,7 +35,7 @@ from keproxy.editors.postedit.prompts import fact_phrase
 from keproxy.editors.postedit.registry import PostEditorResources
 from keproxy.memory.edits import Edit, RetrievedEdit
 
-__all__ = ["SpanPostEditor", "fact_sentence", "mentions", "replace_mentions"]
+__all__ = ["SpanPostEditor", "fact_sentence", "mentions", "replace_mentions", "subject_mentioned"]
 
 _STOP = frozenset({"the", "and", "for", "of", "von", "van", "der", "des", "del", "la", "le", "de"})
 _END = re.compile(r"[.!?…:;][\"')\]]*\s*$")
@@ -76,7 +76,9 @@ def replace_mentions(text: str, old: str, new: str) -> tuple[str, int]:
     return "".join(out), count
 
 
-def _subject_mentioned(subject: str, *texts: str) -> bool:
+def subject_mentioned(subject: str, *texts: str) -> bool:
+    """True when one of ``texts`` names ``subject``: the whole name, or every word of it of 3+ letters
+    (stop words such as "of" and "van" aside), case-insensitively on word boundaries."""
     words = [w for w in re.findall(r"\w+", subject) if len(w) >= 3 and w.lower() not in _STOP]
     return any(mentions(t, subject) or bool(words and all(mentions(t, w) for w in words)) for t in texts)
 
@@ -116,7 +118,7 @@ class SpanPostEditor:
             return PostEditResult.retained(rule="no-new-object")
         if old and old.strip().casefold() == new.strip().casefold():
             return PostEditResult.retained(rule="same-object")
-        if edit.kind == "triple" and edit.subject and not _subject_mentioned(edit.subject, query, response):
+        if edit.kind == "triple" and edit.subject and not subject_mentioned(edit.subject, query, response):
             return PostEditResult.retained(rule="subject-absent")
         if old:
             edited, count = replace_mentions(response, old, new)

@@ -33,7 +33,7 @@ def eval_postedit_command(
     methods: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: none, prompt, ike, serac, span, local, llm (unavailable ones skip)."
+            help="Comma-separated: none, prompt, ike, serac, span, located, local, llm (unavailable ones skip)."
         ),
     ] = "none,prompt,ike,span,local,llm",
     base_url: Annotated[

@@ -73,7 +73,9 @@ __all__ = [
 
 #: Method label -> pre-processing mode sent upstream.
 PREPROCESS_METHODS: dict[str, str] = {"PROMPT": "prompt", "IKE": "ike", "SERAC": "serac"}
-_EDITOR_METHOD = {"span": "postEdit-span", "local": "postEdit-local", "llm": "postEdit-llm"}
+_EDITOR_METHOD = {
+    "span": "postEdit-span", "located": "postEdit-located", "local": "postEdit-local", "llm": "postEdit-llm"
+}  # fmt: skip
 _METHOD_KEYS = {"none": "no edit", "prompt": "PROMPT", "ike": "IKE", "serac": "SERAC", **_EDITOR_METHOD}
 _SCOPE = EditScope(tenant="default")
 
@@ -88,7 +90,7 @@ class PostEditEvalConfig(BaseModel):
     out: Path = Field(default=Path("postedit-eval"), description="Output folder.")
     methods: list[str] = Field(
         default_factory=lambda: ["none", "prompt", "ike", "span", "local", "llm"],
-        description="Methods: none, prompt, ike, serac, span, local, llm (local: needs an adapter, skipped "
+        description="Methods: none, prompt, ike, serac, span, located, local, llm (local: needs an adapter, skipped "
         "otherwise; llm: llm_model, default the upstream itself through the proxy).",
     )
     base_url: ProxyRoot | None = Field(
@@ -179,11 +181,13 @@ class _Proxy:
 
 def _editors(config: PostEditEvalConfig, labels: Sequence[str], model: str, proxy: _Proxy) -> dict[str, Any]:
     """Post-editor per label; postEdit-llm is a factory (its proxy starts only when an answer is missing)."""
-    from keproxy.editors.postedit import LLMPostEditor, LocalPostEditor, SpanPostEditor
+    from keproxy.editors.postedit import LLMPostEditor, LocalPostEditor, LocatedPostEditor, SpanPostEditor
 
     editors: dict[str, Any] = {}
     if "postEdit-span" in labels:
         editors["postEdit-span"] = SpanPostEditor()
+    if "postEdit-located" in labels:
+        editors["postEdit-located"] = LocatedPostEditor()
     if "postEdit-local" in labels:
         editors["postEdit-local"] = LocalPostEditor(config.base_model, config.adapter, max_new_tokens=96)
     if "postEdit-llm" in labels:
@@ -204,6 +208,12 @@ def _editor_id(label: str, config: PostEditEvalConfig, model: str) -> str:
         manifest = config.adapter / "keproxy-post-editor.json"
         tag = hashlib.sha256(manifest.read_bytes()).hexdigest()[:16] if manifest.is_file() else "none"
         return f"local:{tag}"
+    if label == "postEdit-located":  # its outputs change with the shipped taggers
+        from keproxy.corrections.model import MODELS_DIR
+
+        manifests = [MODELS_DIR / name / "keproxy-tagger.json" for name in ("turn-tagger", "stale-tagger")]
+        digest = hashlib.sha256(b"".join(p.read_bytes() for p in manifests if p.is_file())).hexdigest()
+        return f"located:{digest[:16]}"
     if label == "postEdit-llm":
         if config.llm_model is None:
             return f"llm:upstream:{model}:{config.mock_response}"

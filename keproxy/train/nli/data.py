@@ -2,7 +2,7 @@
 
 Sources (no evaluation split, no file outside the package):
 
-- ``hand``: ``keproxy/data/nli/train-hand.jsonl``, (premise, hypothesis, label) groups written for keproxy
+- ``hand``: ``keproxy/data/nli/train-hand*.jsonl``, (premise, hypothesis, label) groups written for keproxy
   around one fact each: a changed value (contradiction), a paraphrase or a passage stating it (entailment), the
   same entity's other attribute and another entity with the same words (neutral); chat sentences, edit triples,
   free-text and event edits, answers, passages, correction turns, in a dozen domains (data card:
@@ -66,6 +66,7 @@ DEFAULT_SHARES: Mapping[str, float] = {"hand": 0.4, "chats": 0.35, "chat-edits":
 _DATA = Path(__file__).resolve().parents[2] / "data"
 HANDMADE_PATH = _DATA / "nli-handmade.jsonl"
 HAND_TRAIN_PATH = _DATA / "nli" / "train-hand.jsonl"
+HAND_TRAIN_GLOB = "train-hand*.jsonl"  # train-hand.jsonl and the later slices (train-hand-2a.jsonl, ...)
 
 # Prefixes a user puts before a correction; added to a few declarative hypotheses of every label so that
 # the prefix itself is no cue for the label.
@@ -262,7 +263,7 @@ def source_files() -> dict[str, list[Path]]:
     """The files each source reads (in the package). Raises FileNotFoundError naming a missing file."""
     from keproxy.corrections.corpus import corpus_files
 
-    files = {"hand": [HAND_TRAIN_PATH], "chats": corpus_files()}
+    files = {"hand": sorted(HAND_TRAIN_PATH.parent.glob(HAND_TRAIN_GLOB)), "chats": corpus_files()}
     if not files["chats"]:
         raise FileNotFoundError("the correction corpus (keproxy/data/chats/*/*.jsonl) is missing")
     for paths in files.values():
