@@ -182,7 +182,7 @@ class CorrectionUnderstanding:
         pairs = [(old, new) for old, new in values if new and new.strip()]
         if not pairs:
             (result,) = self.turn_tagger.tag([(fact, context_of(messages, 1))])
-            pairs = self._values(fact, result, fold(text))[0]
+            pairs = self._values(fact, result)[0]  # no history: the text may already hold the new value
         if not pairs:
             return []
         return self._locate(messages, [text, fact], 1, pairs, set())

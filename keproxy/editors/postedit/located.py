@@ -14,7 +14,8 @@ Order of decisions (postEdit §4, Algorithm 3: y_e or ``<Retain>``):
 2. **Named old object** -- an edit with a known old object o (a triple's ``target_true``, a correction's
    ``metadata["old"]``) that the answer states verbatim: every mention becomes o* (the ``span`` rule, exact).
 3. **Located** -- otherwise the stale tagger finds the spans the edit makes false (free-text and event edits
-   included, whose old value nobody wrote down); those spans are rewritten.
+   included, whose old value nobody wrote down); those spans are rewritten, except where the answer already
+   states the span's new value ("moved from 9:30 to 10:15" is not stale for "10:15"; ``span``'s rule 3).
 4. **Retain** -- nothing located: y_o stands (``rule``: "nothing-stale").
 
 Unlike ``span`` it never appends a sentence: an answer that states neither value is retained. Runs the
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 from keproxy.editors.base import EditContext
 from keproxy.editors.postedit.base import PostEditor, PostEditResult, edit_objects
 from keproxy.editors.postedit.registry import PostEditorResources
-from keproxy.editors.postedit.span import fact_sentence, replace_mentions, subject_mentioned
+from keproxy.editors.postedit.span import fact_sentence, mentions, replace_mentions, subject_mentioned
 from keproxy.memory.edits import Edit, RetrievedEdit
 
 if TYPE_CHECKING:
@@ -90,7 +91,8 @@ class LocatedPostEditor:
         taken: list[tuple[int, int, str]] = []
         for span in sorted(spans, key=lambda s: (s.start, s.end)):
             fits = response[span.start : span.end] == span.before
-            if fits and span.after != span.before and all(span.start >= end for _, end, _ in taken):
+            stated = mentions(response, span.after)  # the answer already gives the new value: not stale
+            if fits and not stated and all(span.start >= end for _, end, _ in taken):
                 taken.append((span.start, span.end, span.after))
         if not taken:
             return PostEditResult.retained(rule="nothing-stale")
