@@ -37,6 +37,8 @@ GROUPS = [
     ("upstream call (HTTPUpstream, keproxy.upstream.http1)",
      ["keproxy/upstream/http1.py", "HTTPUpstream", "aiohttp/", "yarl/", "multidict/"]),
     ("litellm", ["litellm/", "openai/", "httpx/", "httpcore/"]),
+    ("correction gate and taggers (keproxy.corrections, scikit-learn, onnxruntime)",
+     ["keproxy/corrections/", "sklearn/", "scipy/", "onnxruntime/"]),
     ("edit memory, detectors, post-editor",
      ["keproxy/memory/", "keproxy/editors/", "keproxy/editors/postedit/", "torch/", "sentence_transformers/", "faiss/"]),
     ("request body: read, json.loads, pydantic validation",
@@ -79,7 +81,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--target", default="keproxy", choices=["keproxy", "keproxy-litellm", "keproxy-memory"]
+        "--target",
+        default="keproxy",
+        choices=["keproxy", "keproxy-litellm", "keproxy-memory", "keproxy-memory-nohit"],
+        help="keproxy-memory-nohit: the keproxy-memory server asked proxies.NOHIT_PROMPT",
     )
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=20.0, help="sampled seconds")
@@ -101,12 +106,15 @@ def main() -> None:
                               log=work / "mock.log", cwd=work)  # fmt: skip
         with proxies.running(mock):
             mock.wait_ready(f"http://127.0.0.1:{port}/v1/models", timeout=30)
-            server, base = proxies.start_target(args.target, f"http://127.0.0.1:{port}/v1", work, args)
+            nohit = args.target == "keproxy-memory-nohit"
+            name = "keproxy-memory" if nohit else args.target
+            server, base = proxies.start_target(name, f"http://127.0.0.1:{port}/v1", work, args)
             with proxies.running(server):
                 proxies.first_request(base)
                 load_cmd = [sys.executable, str(proxies.BENCH / "load.py"), "--url", base, "--api-key", proxies.API_KEY,
                             "--concurrency", str(args.concurrency), "--warmup", "2",
                             "--duration", str(args.seconds + 2)] + (["--stream"] if args.stream else [])  # fmt: skip
+                load_cmd += ["--prompt", proxies.NOHIT_PROMPT] if nohit else []
                 load = subprocess.Popen(load_cmd, stdout=subprocess.PIPE, text=True)
                 time.sleep(2.5)
                 cpu0 = server.cpu_seconds()

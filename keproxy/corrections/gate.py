@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,10 @@ def gate_features(texts: Sequence[str]) -> Any:
 class CorrectionGate:
     """The shipped gate (loaded lazily, thread-safe). folder: the gate's folder (``gate.npz`` holding ``index``
     int32 and ``weight`` float32 of the non-zero weights, ``bias``; ``keproxy-gate.json`` holding
-    ``threshold``); raises GateMissingError at construction when incomplete."""
+    ``threshold``); raises GateMissingError at construction when incomplete. cache_size: turns whose score is
+    kept (least recently used dropped): a chat re-sends its earlier user turns with every request."""
 
-    def __init__(self, folder: Path = GATE_DIR) -> None:
+    def __init__(self, folder: Path = GATE_DIR, *, cache_size: int = 4096) -> None:
         self.folder = Path(folder)
         if not (self.folder / WEIGHTS_NAME).is_file() or not (self.folder / MANIFEST_NAME).is_file():
             raise GateMissingError(
@@ -78,6 +80,9 @@ class CorrectionGate:
         self.threshold = float(self.manifest["threshold"])
         self._weights: tuple[np.ndarray, float] | None = None
         self._lock = threading.Lock()
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, float] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     def _load(self) -> tuple[np.ndarray, float]:
         if self._weights is not None:
@@ -94,9 +99,21 @@ class CorrectionGate:
         """float64 (len(texts),): P(the turn is a correction) by the linear model, in [0, 1]."""
         if not texts:
             return np.zeros(0)
-        weight, bias = self._load()
-        z = gate_features(list(texts)) @ weight + bias
-        return np.asarray(1.0 / (1.0 + np.exp(-z)))
+        with self._cache_lock:
+            known = {t: self._cache[t] for t in texts if t in self._cache}
+            for text in known:
+                self._cache.move_to_end(text)
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            weight, bias = self._load()
+            z = gate_features(missing) @ weight + bias
+            fresh = dict(zip(missing, (float(p) for p in 1.0 / (1.0 + np.exp(-z))), strict=True))
+            known.update(fresh)
+            with self._cache_lock:
+                self._cache.update(fresh)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return np.array([known[t] for t in texts], dtype=np.float64)
 
     def passes(self, texts: Sequence[str]) -> list[bool]:
         """Per text, whether it goes on to the turn tagger (score >= the shipped threshold)."""

@@ -33,6 +33,25 @@ def test_corrections_pass_and_plain_requests_stop() -> None:
     assert scores.shape == (5,) and ((scores >= 0) & (scores <= 1)).all()
 
 
+def test_scores_of_turns_already_seen_come_from_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    import keproxy.corrections.gate as gate_module
+
+    texts = ["Actually, it's at 4pm.", "Plan a day in Lisbon.", "Make that Tuesday."]
+    alone = [float(CorrectionGate(cache_size=0).scores([t])[0]) for t in texts]
+    gate = CorrectionGate(cache_size=2)
+    featurised: list[list[str]] = []
+    real = gate_module.gate_features
+    monkeypatch.setattr(
+        gate_module, "gate_features", lambda batch: featurised.append(list(batch)) or real(batch)
+    )
+    first = gate.scores([texts[0], texts[1], texts[0]])
+    again = gate.scores([texts[1], texts[2], texts[0]])
+    last = gate.scores([texts[1]])  # the least recently used of the three, dropped from the 2-entry cache
+    assert featurised == [[texts[0], texts[1]], [texts[2]], [texts[1]]]
+    assert list(first) == [alone[0], alone[1], alone[0]] and list(again) == [alone[1], alone[2], alone[0]]
+    assert list(last) == [alone[1]]
+
+
 def test_a_turn_the_gate_stops_never_reaches_the_turn_tagger() -> None:
     chat = [
         {"role": "user", "content": "Plan a day in Lisbon for me."},
