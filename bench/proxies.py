@@ -329,16 +329,26 @@ def start_target(name: str, mock_url: str, work: Path, args: argparse.Namespace)
     return server, base
 
 
+#: The warm-up's second chat: a correction, so the learned detectors' gate and both taggers load before measuring.
+WARM_CORRECTION = [
+    {"role": "user", "content": "When is the Veloria-0 summit?"},
+    {"role": "assistant", "content": "The Veloria-0 summit is on Tuesday at 3pm in Hall B."},
+    {"role": "user", "content": "Actually, it's at 4pm."},
+]
+
+
 def first_request(base: str, timeout: float = 300.0) -> None:
-    """One request, waited for (loads lazy models: the embedder and the edit index of keproxy-memory)."""
-    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "What is the capital of Veloria-0?"}],
-                       "max_tokens": 16}).encode()  # fmt: skip
-    request = urllib.request.Request(
-        base + "/chat/completions", data=body,
-        headers={"content-type": "application/json", "authorization": f"Bearer {API_KEY}"},
-    )  # fmt: skip
-    with urllib.request.urlopen(request, timeout=timeout) as resp:
-        resp.read()
+    """Two requests, waited for (they load the lazy models: the embedder and the edit index of keproxy-memory,
+    the correction gate and the taggers of the learned detectors)."""
+    chats = [[{"role": "user", "content": "What is the capital of Veloria-0?"}], WARM_CORRECTION]
+    for messages in chats:
+        body = json.dumps({"model": MODEL, "messages": messages, "max_tokens": 16}).encode()
+        request = urllib.request.Request(
+            base + "/chat/completions", data=body,
+            headers={"content-type": "application/json", "authorization": f"Bearer {API_KEY}"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            resp.read()
 
 
 def warm_up(base: str, requests: int, rounds: int = 20) -> None:
