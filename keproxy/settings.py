@@ -303,8 +303,9 @@ class PostEditSettings(BaseModel):
 
     post_editor: str = Field(
         default="span",
-        description="Post-editor of edit_mode 'postedit': 'span' (rules), 'llm' (chat model with T^edit), "
-        "'local' (causal LM + LoRA adapter), or one from the entry-point group keproxy.post_editors.",
+        description="Post-editor of edit_mode 'postedit': 'span' (rules), 'located' (the correction pipeline's "
+        "stale tagger locates and rewrites), 'llm' (chat model with T^edit), 'local' (causal LM + LoRA adapter), "
+        "or one from the entry-point group keproxy.post_editors.",
     )
     post_editor_options: PostEditorOptions = Field(default_factory=PostEditorOptions)
 

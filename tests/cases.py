@@ -11,7 +11,13 @@ from keproxy.datasets import shared_data_dir
 from keproxy.eval.postedit.data import EditCase
 from keproxy.memory.importers import counterfact_edit
 
-__all__ = ["COUNTERFACT_RECORDS", "counterfact_case", "needs_shared_data", "write_counterfact_eval"]
+__all__ = [
+    "COUNTERFACT_RECORDS",
+    "COUNTERFACT_TRAIN_RECORDS",
+    "counterfact_case",
+    "needs_shared_data",
+    "write_counterfact_eval",
+]
 
 #: Tests that read ../shared/data (public benchmarks, dev sets) skip without it, saying so.
 needs_shared_data = pytest.mark.skipif(
@@ -56,12 +62,29 @@ COUNTERFACT_RECORDS: list[dict[str, object]] = [
 ]  # fmt: skip
 
 
+#: Three CounterFact-format training records (the ``counterfact-val.json`` split: IKE's demonstration library),
+#: invented; none shares a subject with :data:`COUNTERFACT_RECORDS`.
+COUNTERFACT_TRAIN_RECORDS: list[dict[str, object]] = [
+    _RECORD,
+    {"case_id": 900002, "subject": "Corvane Athletic", "prompt": "Corvane Athletic plays its home games in",
+     "ground_truth": "Leeds", "target_new": "Porto",
+     "rephrase_prompt": "The home ground of Corvane Athletic is in",
+     "locality_prompt": "Hollin Rovers plays its home games in", "locality_ground_truth": "York"},
+    {"case_id": 900003, "subject": "Sabel Quartet", "prompt": "The Sabel Quartet was formed in",
+     "ground_truth": "Vienna", "target_new": "Oslo",
+     "rephrase_prompt": "The city where the Sabel Quartet first played together is",
+     "locality_prompt": "The Arden Trio was formed in", "locality_ground_truth": "Dublin"},
+]  # fmt: skip
+
+
 def write_counterfact_eval(root: Path) -> Path:
-    """Lay :data:`COUNTERFACT_RECORDS` out as a shared data folder's CounterFact eval file under ``root``;
-    returns ``root`` (point ``$KEPROXY_SHARED_DATA`` at it)."""
-    path = root / "counterfact" / "counterfact-edit.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(COUNTERFACT_RECORDS), encoding="utf-8")
+    """Lay :data:`COUNTERFACT_RECORDS` out as a shared data folder's CounterFact eval file under ``root``, and
+    :data:`COUNTERFACT_TRAIN_RECORDS` as its training file; returns ``root`` (point ``$KEPROXY_SHARED_DATA`` at
+    it)."""
+    folder = root / "counterfact"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "counterfact-edit.json").write_text(json.dumps(COUNTERFACT_RECORDS), encoding="utf-8")
+    (folder / "counterfact-val.json").write_text(json.dumps(COUNTERFACT_TRAIN_RECORDS), encoding="utf-8")
     return root
 
 

@@ -192,7 +192,9 @@ def test_registry_lists_names_on_a_bad_name() -> None:
     registry = PostEditorRegistry(extra={"upper": lambda resources: SpanPostEditor()})
     assert {"span", "llm", "local", "upper"} <= set(registry.names())
     assert isinstance(registry.get("span"), SpanPostEditor)
-    with pytest.raises(InvalidRequestError, match="unknown post-editor 'nope'; available: llm, local, span"):
+    with pytest.raises(
+        InvalidRequestError, match="unknown post-editor 'nope'; available: llm, local, located, span"
+    ):
         registry.get("nope")
 
 
@@ -409,7 +411,10 @@ async def test_postedit_mode_json(tmp_path: Path) -> None:
         assert record["edit_mode"] == "off" and record["retrieved_edits"] == []
 
         resp = await client.post("/v1/chat/completions", json=chat(edit_mode="postedit", post_editor="nope"))
-        assert resp.status_code == 400 and "available: llm, local, span" in resp.json()["error"]["message"]
+        assert (
+            resp.status_code == 400
+            and "available: llm, local, located, span" in resp.json()["error"]["message"]
+        )
 
 
 async def test_postedit_mode_streaming(tmp_path: Path) -> None:

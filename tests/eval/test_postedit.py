@@ -131,3 +131,26 @@ def test_local_prefetch_caches_every_chunk(tmp_path: Path) -> None:
     assert second is not None and second["retain"] and second["text"] == items[1][1]
     _prefetch_local(editor, "local:test", items, cache, chunk=2)
     assert editor.sizes == [2, 2, 1]
+
+
+def test_ike_demonstrations_are_the_nearest_training_edits_closest_last(tmp_path: Path) -> None:
+    from keproxy.editors.postedit import preprocess
+    from keproxy.eval.postedit.demos import DemonstrationLibrary
+    from keproxy.memory import Embedder
+    from keproxy.memory.edits import Edit, RetrievedEdit
+
+    library = DemonstrationLibrary.counterfact(
+        Embedder.from_name_or_path(None), write_counterfact_eval(tmp_path)
+    )
+    assert library.vectors.shape == (3, 384)
+    edit = Edit(kind="triple", text="The mother tongue of Marielle Vautrin is English.", subject="Marielle Vautrin",
+                target_new="English")  # fmt: skip
+    demos = library.nearest(edit, k=4)
+    # the mother-tongue training edit's copy, update and retain demonstrations, nearest last; one of the next
+    assert [(d.kind, d.answer) for d in demos[1:]] == [
+        ("retain", "Hungarian"), ("update", "Portuguese"), ("copy", "Portuguese")
+    ]  # fmt: skip
+    assert demos[0].fact != demos[1].fact and library.nearest(edit, k=0) == []
+    sent = preprocess("ike", [{"role": "user", "content": "Q?"}], [RetrievedEdit(edit, 0.9)], min_score=0.5,
+                      demonstrations=lambda e: library.nearest(e, k=4)).messages  # fmt: skip
+    assert sent[0]["content"].count("New Fact:") == 4 and "Howard Glacier" not in sent[0]["content"]

@@ -8,9 +8,11 @@ them sends the retrieved edit's text upstream (postEdit's "privacy leakage of ed
   the top-1 edit is always used (no threshold, as in the paper).
 - ``ike`` — IKE (Zheng et al., 2023): a system message of in-context demonstrations of the three types
   *copy* (the fact's own prompt -> o*), *update* (a paraphrase -> o*) and *retain* (an out-of-scope prompt
-  -> its own answer), then the PROMPT-formatted turn. The demonstrations are :data:`IKE_DEMONSTRATIONS`
-  (fixed, CounterFact-style edits of postEdit Table 3) plus a copy demonstration made from the retrieved
-  triple. postEdit uses 32 demonstrations (App. C.3); keproxy uses 7 to fit small upstreams' context.
+  -> its own answer), then the PROMPT-formatted turn. The benchmark (``keproxy eval postedit``) retrieves 32
+  demonstrations of the training edits nearest to the edit, as IKE and postEdit (App. C.3) do
+  (:mod:`keproxy.eval.postedit.demos`); serving, which has no demonstration library, uses
+  :data:`IKE_DEMONSTRATIONS` (fixed, CounterFact-style edits of postEdit Table 3) plus a copy demonstration
+  made from the retrieved triple.
 - ``serac`` — SERAC (Mitchell et al., 2022) as postEdit's SERAC(ChatGPT) variant: the scope classifier is
   the retrieval score (>= threshold: in scope; postEdit's SERAC threshold is 0.7 on its own similarity), the
   surrogate model is the upstream itself answering under a counterfactual system prompt with the edit;
@@ -19,7 +21,7 @@ them sends the retrieved edit's text upstream (postEdit's "privacy leakage of ed
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -137,12 +139,15 @@ def _edit_demonstration(edit: Edit) -> Demonstration | None:
     return Demonstration("copy", edit.text, fact_phrase(edit.subject, edit.relation), new)
 
 
-def ike_messages(messages: Sequence[Message], edit: Edit) -> list[Message]:
-    """IKE: a system message with :data:`IKE_INSTRUCTION` and the demonstrations (fixed ones, plus a copy
-    demonstration of ``edit`` when it is a triple with a relation) before the conversation, and the PROMPT
-    turn as the last user turn."""
-    demos = list(IKE_DEMONSTRATIONS)
-    own = _edit_demonstration(edit)
+def ike_messages(
+    messages: Sequence[Message], edit: Edit, demonstrations: Sequence[Demonstration] | None = None
+) -> list[Message]:
+    """IKE: a system message with :data:`IKE_INSTRUCTION` and the demonstrations before the conversation, and
+    the PROMPT turn as the last user turn. demonstrations: retrieved ones (the eval's
+    :class:`keproxy.eval.postedit.demos.DemonstrationLibrary`, as IKE and postEdit do); None: the fixed
+    :data:`IKE_DEMONSTRATIONS` plus a copy demonstration of ``edit`` when it is a triple with a relation."""
+    demos = list(IKE_DEMONSTRATIONS) if demonstrations is None else list(demonstrations)
+    own = _edit_demonstration(edit) if demonstrations is None else None
     if own is not None:
         demos.append(own)
     system = IKE_INSTRUCTION + "\n\n" + "\n\n".join(d.render() for d in demos)
@@ -156,18 +161,24 @@ def serac_messages(messages: Sequence[Message], edit: Edit) -> list[Message]:
 
 
 def preprocess(
-    mode: PreprocessMode, messages: Sequence[Message], retrieved: Sequence[RetrievedEdit], *, min_score: float
+    mode: PreprocessMode,
+    messages: Sequence[Message],
+    retrieved: Sequence[RetrievedEdit],
+    *,
+    min_score: float,
+    demonstrations: Callable[[Edit], Sequence[Demonstration]] | None = None,
 ) -> PreprocessResult:
     """The request ``mode`` forwards: PROMPT/IKE use the best retrieved edit whatever its score; SERAC uses it
-    only when its score >= ``min_score``. No edit: the messages pass through (copied). Raises ValueError on
-    an unknown mode."""
+    only when its score >= ``min_score``. No edit: the messages pass through (copied). demonstrations: IKE's
+    demonstrations for an edit (None: the fixed ones). Raises ValueError on an unknown mode."""
     best = gate(retrieved, -1.0 if mode in ("prompt", "ike") else min_score)
     if best is None:
         return PreprocessResult(copy_messages(messages))
     if mode == "prompt":
         return PreprocessResult(prompt_messages(messages, best.edit), best)
     if mode == "ike":
-        return PreprocessResult(ike_messages(messages, best.edit), best)
+        demos = demonstrations(best.edit) if demonstrations is not None else None
+        return PreprocessResult(ike_messages(messages, best.edit, demos), best)
     if mode == "serac":
         return PreprocessResult(serac_messages(messages, best.edit), best)
     raise ValueError(f"unknown pre-processing mode {mode!r}")

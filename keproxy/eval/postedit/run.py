@@ -43,6 +43,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.editors.postedit import PostEditor, PostEditResult, gate, preprocess
+from keproxy.editors.postedit.preprocess import Demonstration
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache, request_key
 from keproxy.eval.core.outputs import RunOutputs
@@ -61,7 +62,7 @@ from keproxy.eval.postedit.metrics import (
     table_rows,
 )
 from keproxy.eval.postedit.report import plot_table, table_csv, table_markdown
-from keproxy.memory.edits import EditScope, RetrievedEdit
+from keproxy.memory.edits import Edit, EditScope, RetrievedEdit
 
 __all__ = [
     "PREPROCESS_METHODS",
@@ -294,6 +295,22 @@ def _memory(config: PostEditEvalConfig, cases: Sequence[EditCase]) -> Any:
     return memory
 
 
+def _ike_demonstrations() -> Callable[[Edit], list[Demonstration]]:
+    """IKE's retrieved demonstrations: the 32 of the CounterFact training edits nearest to an edit (cached)."""
+    from keproxy.eval.postedit.demos import DemonstrationLibrary
+    from keproxy.memory import Embedder
+
+    library = DemonstrationLibrary.counterfact(Embedder.from_name_or_path(None))
+    chosen: dict[str, list[Demonstration]] = {}
+
+    def demonstrations(edit: Edit) -> list[Demonstration]:
+        if edit.text not in chosen:
+            chosen[edit.text] = library.nearest(edit)
+        return chosen[edit.text]
+
+    return demonstrations
+
+
 def run_postedit_eval(
     config: PostEditEvalConfig, *, log: Callable[[str], None] = lambda _m: None
 ) -> PostEditEvalReport:
@@ -317,13 +334,17 @@ def run_postedit_eval(
     ins = [(c, hits) for (c, t, _), hits in zip(queries, retrieved, strict=True) if t != "oos"]
     report.retrieval_accuracy = sum(bool(h) and h[0].edit.id == c.edit.id for c, h in ins) / max(len(ins), 1)
 
+    demonstrations = _ike_demonstrations() if "IKE" in labels else None
     y_o_reqs, method_reqs = [], {}
     for (_, _, x), hits in zip(queries, retrieved, strict=True):
         messages = [{"role": "user", "content": x}]
         y_o_reqs.append(PromptRequest.of(model, messages, params))
         for label in labels:
             if label in PREPROCESS_METHODS:
-                sent = preprocess(PREPROCESS_METHODS[label], messages, hits, min_score=config.min_score)  # type: ignore[arg-type]
+                sent = preprocess(
+                    PREPROCESS_METHODS[label], messages, hits, min_score=config.min_score,  # type: ignore[arg-type]
+                    demonstrations=demonstrations,
+                )  # fmt: skip
                 method_reqs[(label, x)] = PromptRequest.of(model, sent.messages, params)
     # One method after another: consecutive requests share their prefix (IKE's demonstrations), which a
     # llama.cpp upstream reuses instead of re-reading.
