@@ -81,11 +81,11 @@ _SHARED_TRAINING = ("counterfact/counterfact-val.json", "elken/train.json")
 def training_sets(shared: Path | None = None) -> dict[str, list[str]]:
     """Every training set: name -> its texts. The default models' sets are in the repository; the optional
     postEdit editor's CounterFact split is added when the shared data folder is there."""
-    hand = _jsonl(_DATA / "nli" / "train-hand.jsonl")
     sets = {
-        "nli/train-hand": [t for row in hand for t in (row["premise"], row["hypothesis"])],
-        "chats/train": list(_chat_texts(load_corpus("train"))),
+        f"nli/{path.stem}": [t for row in _jsonl(path) for t in (row["premise"], row["hypothesis"])]
+        for path in sorted((_DATA / "nli").glob("train-hand*.jsonl"))
     }
+    sets["chats/train"] = list(_chat_texts(load_corpus("train")))
     root = shared if shared is not None else shared_data_dir()
     if root is not None and (root / _SHARED_TRAINING[0]).is_file():
         from keproxy.train.editor.data import case_texts, training_cases
