@@ -144,7 +144,8 @@ def test_krippendorff_alpha_matches_a_hand_computation() -> None:
     assert a.alpha == pytest.approx(2 / 3)
     assert krippendorff_alpha(((3, 0, 0), (0, 2, 0), (0, 0, 1))) == pytest.approx(1.0)
     # A judge that always says the opposite of two balanced labels is below chance.
-    assert krippendorff_alpha(((0, 2), (2, 0))) < 0
+    opposite = krippendorff_alpha(((0, 2), (2, 0)))
+    assert opposite is not None and opposite < 0
     assert krippendorff_alpha(((4, 0, 0), (0, 0, 0), (0, 0, 0))) is None  # one category only: undefined
 
 

@@ -35,6 +35,9 @@ def eval_leme_command(
     ] = None,
     max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of each passage.")] = 200,
     nli: Annotated[str, typer.Option(help="NLI backend spec for the claim classification.")] = "local",
+    claim_rule: Annotated[
+        str, typer.Option(help="Claim rule: sentences, sentences-contradicts-first, windows, whole.")
+    ] = "sentences",
     data_dir: Annotated[
         Path | None, typer.Option(help="Folder holding leme/; default: the shared data folder.")
     ] = None,
@@ -53,6 +56,7 @@ def eval_leme_command(
     def build() -> LemeEvalConfig:
         return LemeEvalConfig(
             n=n, methods=comma_list(methods), survey_model=survey_model, max_tokens=max_tokens, nli=nli,  # type: ignore[arg-type]
+            claim_rule=claim_rule,  # type: ignore[arg-type]
             data_dir=data_dir, out=out, base_url=base_url, model=model, mock_response=mock_response,
             api_key=api_key, progress=progress, plots=plots,
         )  # fmt: skip

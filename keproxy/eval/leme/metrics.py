@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -22,6 +22,7 @@ __all__ = [
     "SURVEY_DIMENSIONS",
     "SURVEY_QUESTIONS",
     "ClaimRule",
+    "ClaimRuleName",
     "claim_labels",
     "classify_claims",
     "contradictions",
@@ -92,6 +93,7 @@ def _whole(passage: str, claim: str) -> list[str]:
     return [passage] if passage.strip() else []
 
 
+ClaimRuleName = Literal["sentences", "sentences-contradicts-first", "windows", "whole"]
 #: Rule name -> :class:`ClaimRule`; the first is the default of ``keproxy eval leme``.
 CLAIM_RULES: Mapping[str, ClaimRule] = {
     "sentences": ClaimRule(
