@@ -26,6 +26,7 @@ BENCHMARKS: Registry[Callable[..., None]] = Registry(
         "elken": "keproxy.eval.elken.cli:eval_elken_command",
         "mquake": "keproxy.eval.mquake.cli:eval_mquake_command",
         "leme": "keproxy.eval.leme.cli:eval_leme_command",
+        "leme-agreement": "keproxy.eval.leme.cli:eval_leme_agreement_command",
         "judges": "keproxy.eval.judges.cli:eval_judges_command",
     },
 )

@@ -22,7 +22,7 @@ from keproxy.eval.core.cli import (
     run_config,
 )
 
-__all__ = ["eval_leme_command"]
+__all__ = ["eval_leme_agreement_command", "eval_leme_command"]
 
 
 def eval_leme_command(
@@ -35,6 +35,9 @@ def eval_leme_command(
     ] = None,
     max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of each passage.")] = 200,
     nli: Annotated[str, typer.Option(help="NLI backend spec for the claim classification.")] = "local",
+    claim_rule: Annotated[
+        str, typer.Option(help="Claim rule: sentences, sentences-contradicts-first, windows, whole.")
+    ] = "sentences",
     data_dir: Annotated[
         Path | None, typer.Option(help="Folder holding leme/; default: the shared data folder.")
     ] = None,
@@ -53,6 +56,7 @@ def eval_leme_command(
     def build() -> LemeEvalConfig:
         return LemeEvalConfig(
             n=n, methods=comma_list(methods), survey_model=survey_model, max_tokens=max_tokens, nli=nli,  # type: ignore[arg-type]
+            claim_rule=claim_rule,  # type: ignore[arg-type]
             data_dir=data_dir, out=out, base_url=base_url, model=model, mock_response=mock_response,
             api_key=api_key, progress=progress, plots=plots,
         )  # fmt: skip
@@ -67,3 +71,50 @@ def eval_leme_command(
         f"LEME: {report.requests} passages asked, {report.cached} cached, {report.edits_added} edits stored; "
         f"{report.seconds:.0f} s; wrote {', '.join(p.name for p in report.files)} to {config.out}"
     )
+
+
+def eval_leme_agreement_command(
+    judge: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--judge",
+            help="NLI backend spec, repeatable: local, local:<path>, hf:<name or path>, llm:<litellm model>.",
+        ),
+    ] = None,
+    rule: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rule",
+            help="Claim rule, repeatable: sentences, sentences-contradicts-first, windows, "
+            "whole; default: all.",
+        ),
+    ] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="LEME's annotations_dataset.csv; default: the shared data folder's.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Judge only the first N annotations.")] = None,
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("results/leme-agreement"),
+    progress: ShowProgress = True,
+) -> None:
+    """LEME's claim classifier over LEME's 1,642 human annotations: agreement with the human labels (accuracy,
+    Krippendorff's α, per-label precision / recall, confusion, label distribution predicted vs human) per
+    rule, for whole passages and highlighted evidence sentences, with the paper's Table 9 rows beside it."""
+    from rich.markup import escape
+
+    from keproxy.errors import KeproxyError
+    from keproxy.eval.leme.metrics import CLAIM_RULES
+    from keproxy.eval.leme.validate import run_leme_agreement
+
+    err = Console(stderr=True)
+    log = err.log if progress else (lambda *_: None)
+    try:
+        report = run_leme_agreement(
+            judge or ["local"], rules=rule or tuple(CLAIM_RULES), data=data, limit=limit, out=out, log=log
+        )
+    except (FileNotFoundError, ValueError, KeproxyError) as exc:
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        err.print("[red]error:[/red]", escape(first), soft_wrap=True)
+        raise typer.Exit(2) from None
+    print((out / "agreement.md").read_text(encoding="utf-8"))
+    err.print(f"leme-agreement: {len(report.rows)} annotations; wrote "
+              f"{', '.join(p.name for p in report.files)} to {out}")  # fmt: skip

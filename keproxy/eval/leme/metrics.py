@@ -7,9 +7,10 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -17,8 +18,12 @@ from keproxy.eval.core.metrics import premise_windows
 
 __all__ = [
     "CLAIM_LABELS",
+    "CLAIM_RULES",
     "SURVEY_DIMENSIONS",
     "SURVEY_QUESTIONS",
+    "ClaimRule",
+    "ClaimRuleName",
+    "claim_labels",
     "classify_claims",
     "contradictions",
     "mean_of",
@@ -26,6 +31,7 @@ __all__ = [
     "parse_survey",
     "perplexities",
     "sentence_pairs",
+    "sentence_premises",
     "share_of",
 ]
 
@@ -58,23 +64,85 @@ SURVEY_DIMENSIONS = (
 _SURVEY_LINE = re.compile(r"^\s*(\d)\s*[:.)-]\s*([1-7])\b", re.M)
 
 
-def classify_claims(nli: Any, pairs: Sequence[tuple[str, str]]) -> list[str]:
-    """LEME §3.3 labels for (passage, claim) pairs: "supports" when entailment is the top label for the passage
-    or one of its claim-sharing sentences, else "contradicts" when contradiction is, else "neutral"; one NLI
-    batch for all pairs."""
-    flat: list[tuple[str, str]] = []
-    owner: list[int] = []
-    for i, (passage, claim) in enumerate(pairs):
-        for window in premise_windows(passage, claim) if passage.strip() else []:
-            flat.append((window, claim))
-            owner.append(i)
-    tops = np.asarray(nli.predict(flat)).argmax(axis=1) if flat else np.zeros(0, dtype=int)
-    seen: list[set[int]] = [set() for _ in pairs]
-    for i, top in zip(owner, tops.tolist(), strict=True):
-        seen[i].add(int(top))
-    return [
-        "supports" if _ENTAILMENT in s else "contradicts" if _CONTRADICTION in s else "neutral" for s in seen
+@dataclass(frozen=True)
+class ClaimRule:
+    """How a (passage, claim) pair gets one label: ``premises`` gives the texts NLI judges against the claim,
+    ``order`` which label wins when the premises' most probable NLI labels differ ("neutral" when no premise
+    entails or contradicts)."""
+
+    premises: Callable[[str, str], list[str]]
+    order: tuple[str, str]
+    description: str
+
+
+def sentence_premises(passage: str, claim: str) -> list[str]:
+    """Each sentence of ``passage`` (:func:`keproxy.corrections.sentences.split_sentences`), the passage itself
+    when it is one sentence; [] for a blank passage."""
+    from keproxy.corrections.sentences import split_sentences
+
+    if not passage.strip():
+        return []
+    return [passage[a:b] for a, b in split_sentences(passage)] or [passage.strip()]
+
+
+def _windows(passage: str, claim: str) -> list[str]:
+    return premise_windows(passage, claim) if passage.strip() else []
+
+
+def _whole(passage: str, claim: str) -> list[str]:
+    return [passage] if passage.strip() else []
+
+
+ClaimRuleName = Literal["sentences", "sentences-contradicts-first", "windows", "whole"]
+#: Rule name -> :class:`ClaimRule`; the first is the default of ``keproxy eval leme``.
+CLAIM_RULES: Mapping[str, ClaimRule] = {
+    "sentences": ClaimRule(
+        sentence_premises, ("supports", "contradicts"),
+        "each sentence alone; supports if one entails, else contradicts if one contradicts, else neutral",
+    ),
+    "sentences-contradicts-first": ClaimRule(
+        sentence_premises, ("contradicts", "supports"),
+        "each sentence alone; contradicts if one contradicts (LEME App. E: 'contradicts even a little'), "
+        "else supports if one entails, else neutral",
+    ),
+    "windows": ClaimRule(
+        _windows, ("supports", "contradicts"),
+        "keproxy's former rule: the whole passage and its sentences sharing a content word with the claim; "
+        "supports first",
+    ),
+    "whole": ClaimRule(_whole, ("supports", "contradicts"), "the whole passage only (LEME App. I's NLI baseline)"),
+}  # fmt: skip
+_NLI_TO_CLAIM = {_ENTAILMENT: "supports", _NEUTRAL: "neutral", _CONTRADICTION: "contradicts"}
+
+
+def claim_labels(
+    nli: Any, pairs: Sequence[tuple[str, str]], rules: Sequence[str] = ("sentences",)
+) -> dict[str, list[str]]:
+    """LEME §3.3 labels (supports / neutral / contradicts) of (passage, claim) pairs under each rule of
+    :data:`CLAIM_RULES` named in ``rules``: NLI with premise a text the rule picks from the passage and
+    hypothesis the claim; one ``nli.predict`` batch, each distinct (premise, claim) asked once. A blank
+    passage is neutral. Raises KeyError on an unknown rule; errors of the backend propagate."""
+    chosen = {name: CLAIM_RULES[name] for name in rules}
+    asked = [
+        {name: rule.premises(passage, claim) for name, rule in chosen.items()} for passage, claim in pairs
     ]
+    flat = list(dict.fromkeys((p, claim) for by_rule, (_, claim) in zip(asked, pairs, strict=True)
+                              for premises in by_rule.values() for p in premises))  # fmt: skip
+    tops = np.asarray(nli.predict(flat)).argmax(axis=1).tolist() if flat else []
+    top = dict(zip(flat, tops, strict=True))
+    out: dict[str, list[str]] = {name: [] for name in chosen}
+    for by_rule, (_, claim) in zip(asked, pairs, strict=True):
+        for name, premises in by_rule.items():
+            seen = {_NLI_TO_CLAIM[top[(p, claim)]] for p in premises}
+            out[name].append(next((lab for lab in chosen[name].order if lab in seen), "neutral"))
+    return out
+
+
+def classify_claims(nli: Any, pairs: Sequence[tuple[str, str]], rule: str = "sentences") -> list[str]:
+    """LEME §3.3 labels for (passage, claim) pairs under ``rule`` (default ``sentences``: each sentence of the
+    passage judged alone, supports when one entails, else contradicts when one contradicts, else neutral; see
+    :func:`claim_labels`)."""
+    return claim_labels(nli, pairs, [rule])[rule]
 
 
 def parse_survey(text: str) -> list[int] | None:

@@ -14,11 +14,12 @@ Measures (LEME §3.2–3.3, App. I, with keproxy's NLI backend instead of DeBERT
 
 - **claim classification** (§3.3): every passage against three kinds of claim — the new fact ("<s> r o*"),
   the old fact ("<s> r o") and ground-truth statements of the entity ("The <property> of <entity> is <value>",
-  values equal to o left out) — as *supports* / *neutral* / *contradicts*: supports when the NLI model's top
-  label is entailment for the passage or one of its sentences sharing a content word with the claim
-  (:func:`keproxy.eval.core.metrics.premise_windows`), contradicts when it is contradiction for one of
-  them and none entails, neutral otherwise. The distribution per method, claim kind and passage is the main
-  table (Fig. 4's layout);
+  values equal to o left out) — as *supports* / *neutral* / *contradicts* under the rule ``claim_rule``
+  (default ``sentences``, :data:`keproxy.eval.leme.metrics.CLAIM_RULES`): each sentence of the passage is judged
+  alone, supports when the NLI model's top label is entailment for one of them, contradicts when it is
+  contradiction for one and none entails, neutral otherwise. ``keproxy eval leme-agreement`` measures each
+  rule against LEME's human annotations (:mod:`keproxy.eval.leme.validate`). The distribution per method,
+  claim kind and passage is the main table (Fig. 4's layout);
 - **edit consistency** = main passages supporting the new fact, and related passages not contradicting it;
   **factual consistency** = ground-truth claims not contradicted; **internal consistency** = sentence pairs of
   one passage that do not contradict each other (pairs sharing a content word); **cross-passage consistency**
@@ -56,6 +57,7 @@ from keproxy.eval.leme.metrics import (
     CLAIM_LABELS,
     SURVEY_DIMENSIONS,
     SURVEY_QUESTIONS,
+    ClaimRuleName,
     classify_claims,
     contradictions,
     mean_of,
@@ -111,6 +113,9 @@ class LemeEvalConfig(BaseModel):
     api_key: str = Field(default="keproxy", description="Bearer key for the proxy.")
     max_tokens: int = Field(default=200, ge=1, description="max_tokens of each passage.")
     nli: str = Field(default="local", description="NLI backend spec (keproxy.nli.get_nli_backend).")
+    claim_rule: ClaimRuleName = Field(
+        default="sentences", description="Claim rule (keproxy.eval.leme.metrics.CLAIM_RULES)."
+    )
     perplexity_model: Path = Field(
         default=Path("artifacts/smollm2-hf"), description="Causal LM (transformers folder) for naturalness."
     )
@@ -260,7 +265,9 @@ def _score(
                 claim_pairs.append((case.case_id, method, which, "new fact", case.new_fact))
                 claim_pairs.append((case.case_id, method, which, "old fact", case.old_fact))
                 claim_pairs.extend((case.case_id, method, which, "ground truth", t) for t in truths)
-    labels = classify_claims(nli, [(passages[(c, m, w)], claim) for c, m, w, _, claim in claim_pairs])
+    labels = classify_claims(
+        nli, [(passages[(c, m, w)], claim) for c, m, w, _, claim in claim_pairs], config.claim_rule
+    )
     for method in methods:
         for which in ("main", "related"):
             for kind in ("new fact", "old fact", "ground truth"):
