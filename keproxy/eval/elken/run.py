@@ -14,17 +14,20 @@ ELKEN's prompt (Table 12) and the event text a method puts in context:
   itself (:class:`keproxy.editors.postedit.LLMPostEditor` through the proxy) when the gate admits the dense top-1,
   kept when it answers ``<Retain>``.
 
-Scores (ELKEN §3.1, §4.1): **Factual Knowledge** — exact match of the normalised answer (lower case, no
-punctuation or articles, first line) with the answer or an alias; an "unknown" answer is right exactly when
-the gold answer is unknown (reported apart: Known / Unknown, Table 3). **Tendency-M** — the option letter.
-**Question-level reliability** = accuracy on in-scope questions; **edit-level reliability** = share of events
-whose in-scope questions are all right; **locality** = share of out-of-scope questions whose normalised answer
-equals the ``none`` answer (Eq. 3). **Tendency-G** (``tendency_g``) — the open question judged with Table 13's
-rubric (accuracy, coherence, comprehensiveness, overall; 1–5) by the judge model through the proxy; reliability
-is the full-mark rate (overall = 5) and locality the rate of consistency score 5 against the ``none`` answer;
-unparseable judgements count as not full-mark and are reported. Scope (no upstream needed): **recall@1** =
-in-scope questions whose context event is the gold one, **rejection** = out-of-scope questions sent without an
-event.
+Scores: ELKEN's official scoring, upstream's ``metric.py`` and ``examiner/parse_result*.py`` (THU-KEG/
+Event-Level-Knowledge-Editing @ f42fbdd; the rules are listed in :mod:`.metrics`). **Factual Knowledge** — the
+answer's first line, lower case, without a trailing ".", equals the name or an alias; for an unknown gold answer
+it contains "unknown" (reported apart: Known / Unknown, Table 3). **Tendency-M** — upstream's option reading
+("B", "B.", "(B) ..."), and beside it keproxy's lenient parse ("Answer: B", "b", the option's text) with the
+count of answers it cannot read. **Question-level reliability** = accuracy on in-scope questions; **edit-level
+reliability** = share of events whose in-scope questions are all right; **locality** = share of out-of-scope
+questions whose normalised answer equals the ``none`` answer (Eq. 3; Factual Knowledge maps aliases of the gold
+answer and "unknown" answers first). **Tendency-G** (``tendency_g``) — the open question judged with Table 13's
+rubric (accuracy, coherence, comprehensive, overall; 1–5) by the judge model through the proxy; reliability
+is the full-mark rate (overall = 5, an unparseable judgement counts as not full-mark) and locality the rate of
+consistency score 5 against the ``none`` answer (unparseable judgements left out); both counts are reported.
+Scope (no upstream needed): **recall@1** = in-scope questions whose context event is the gold one,
+**rejection** = out-of-scope questions sent without an event.
 
 Outputs in ``out``: ``table.md`` / ``table.csv``, ``cases.csv`` (every answer), ``summary.json``,
 ``elken.png``; every answer is cached in ``out/cache`` so an interrupted run resumes.
@@ -56,7 +59,9 @@ from keproxy.eval.elken.metrics import (
     ElkenRow,
     answer_correct,
     answers_same,
+    edit_level,
     parse_consistency,
+    parse_option,
     parse_rubric,
 )
 from keproxy.eval.elken.prompts import CONSISTENCY_PROMPT, RUBRIC_PROMPT, question_prompt
@@ -267,7 +272,8 @@ def run_elken_eval(
             report.requests += _post_edit(config, plan, answers, cache, model, url)
         if "tendency-g" in plan.items:
             report.requests += _judge(config, plan, answers, judged, cache, config.judge_model or model, url)
-    report.rows = _rows(plan, methods, answers, judged)
+    judge = f"{config.judge_model or model} through the proxy, Table 13 prompt"
+    report.rows = _rows(plan, methods, answers, judged, judge)
     report.seconds = time.monotonic() - started
     report.files = _write_outputs(config, report, plan, answers, judged)
     return report
@@ -375,7 +381,9 @@ def _rows(
     methods: Sequence[str],
     answers: Mapping[AnswerKey, str],
     judged: Mapping[AnswerKey, dict[str, int] | int | None],
+    judge: str = "",
 ) -> list[ElkenRow]:
+    """A row per format and method, scored as :mod:`.metrics` describes (upstream ``metric.py``)."""
     rows: list[ElkenRow] = []
     for fmt, items in plan.items.items():
         for method in methods:
@@ -383,36 +391,48 @@ def _rows(
             ins = [i for i in mine if i.question.in_scope]
             outs = [i for i in mine if not i.question.in_scope]
             unparsed = 0
+            lenient: list[bool] | None = None
+            same_lenient: list[bool] | None = None
             if fmt == "tendency-g":
                 right = {}
-                for i in ins:
+                for i in ins:  # an unparseable rubric stays in the denominator as not full-mark
                     score = judged.get(_key(i))
                     unparsed += score is None
                     right[_key(i)] = isinstance(score, dict) and score["overall"] == 5
                 same = []
-                for i in outs:
+                for i in outs:  # an unparseable consistency score is left out (parse_result_locality.py)
                     if method == "none":
                         same.append(True)
                         continue
                     score = judged.get(_key(i))
                     unparsed += score is None
-                    same.append(score == 5)
+                    if score is not None:
+                        same.append(score == 5)
             else:
                 right = {_key(i): answer_correct(fmt, answers[_key(i)], i.question) for i in ins}
                 same = [
                     answers_same(fmt, answers[_key(i, "none")], answers[_key(i)], i.question) for i in outs
                 ]
-            per_event: dict[str, list[bool]] = {}
-            for i in ins:
-                per_event.setdefault(i.case.case_id, []).append(right[_key(i)])
+                if fmt == "tendency-m":
+                    lenient = [answer_correct(fmt, answers[_key(i)], i.question, lenient=True) for i in ins]
+                    same_lenient = [
+                        answers_same(
+                            fmt, answers[_key(i, "none")], answers[_key(i)], i.question, lenient=True
+                        )
+                        for i in outs
+                    ]
+                    unparsed = sum(parse_option(answers[_key(i)], i.question.options) is None for i in ins)
             retrieves = method != "none"
             row = ElkenRow(
                 kind=fmt, method=ELKEN_METHODS[method],
-                q_level=rate(list(right.values())), e_level=rate([all(v) for v in per_event.values()]),
+                q_level=rate(list(right.values())), e_level=edit_level((i.case.case_id, right[_key(i)]) for i in ins),
                 locality=rate(same),
                 recall_at_1=rate([i.event_id == i.case.edit.id for i in ins]) if retrieves else None,
                 rejection=rate([i.event_id is None for i in outs]) if retrieves else None,
-                n_in=len(ins), n_out=len(outs), n_events=len(per_event), unparsed=unparsed,
+                n_in=len(ins), n_out=len(outs), n_events=len({i.case.case_id for i in ins}), unparsed=unparsed,
+                q_level_lenient=rate(lenient) if lenient is not None else None,
+                locality_lenient=rate(same_lenient) if same_lenient is not None else None,
+                judge=judge if fmt == "tendency-g" else "",
             )  # fmt: skip
             if fmt == "fact":
                 row.known = rate([right[_key(i)] for i in ins if not i.question.unknown])
@@ -422,7 +442,7 @@ def _rows(
 
 
 _CASE_COLUMNS = ("format", "method", "case_id", "in_scope", "question", "gold", "event_id", "answer", "correct",
-                 "judgement")  # fmt: skip
+                 "parsed_option", "judgement")  # fmt: skip
 
 
 def _case_rows(
@@ -435,8 +455,9 @@ def _case_rows(
             correct = (
                 answer_correct(fmt, answer, i.question) if fmt != "tendency-g" and i.question.in_scope else ""
             )
+            parsed = parse_option(answer, i.question.options) if fmt == "tendency-m" else ""
             yield [fmt, i.method, i.case.case_id, i.question.in_scope, i.question.prompt, i.question.answer,
-                   i.event_id or "", answer, correct,
+                   i.event_id or "", answer, correct, parsed or "",
                    json.dumps(judged.get(_key(i))) if fmt == "tendency-g" else ""]  # fmt: skip
 
 
