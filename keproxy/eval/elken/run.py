@@ -15,17 +15,10 @@ ELKEN's prompt (Table 12) and the event text a method puts in context:
   kept when it answers ``<Retain>``.
 
 Scores: ELKEN's official scoring, upstream's ``metric.py`` and ``examiner/parse_result*.py`` (THU-KEG/
-Event-Level-Knowledge-Editing @ f42fbdd; the rules are listed in :mod:`.metrics`). **Factual Knowledge** — the
-answer's first line, lower case, without a trailing ".", equals the name or an alias; for an unknown gold answer
-it contains "unknown" (reported apart: Known / Unknown, Table 3). **Tendency-M** — upstream's option reading
-("B", "B.", "(B) ..."), and beside it keproxy's lenient parse ("Answer: B", "b", the option's text) with the
-count of answers it cannot read. **Question-level reliability** = accuracy on in-scope questions; **edit-level
-reliability** = share of events whose in-scope questions are all right; **locality** = share of out-of-scope
-questions whose normalised answer equals the ``none`` answer (Eq. 3; Factual Knowledge maps aliases of the gold
-answer and "unknown" answers first). **Tendency-G** (``tendency_g``) — the open question judged with Table 13's
-rubric (accuracy, coherence, comprehensive, overall; 1–5) by the judge model through the proxy; reliability
-is the full-mark rate (overall = 5, an unparseable judgement counts as not full-mark) and locality the rate of
-consistency score 5 against the ``none`` answer (unparseable judgements left out); both counts are reported.
+Event-Level-Knowledge-Editing @ f42fbdd), rule by rule in :mod:`.metrics`: question-level reliability (Factual
+Knowledge split Known / Unknown, Table 3), edit-level reliability, locality against the ``none`` answers (Eq. 3);
+Tendency-M also by keproxy's lenient parse, with the count of answers it cannot read; Tendency-G (``tendency_g``)
+judged with Table 13's prompts by ``judge`` (:mod:`.judge`), full-mark rates, unparseable judgements counted.
 Scope (no upstream needed): **recall@1** = in-scope questions whose context event is the gold one,
 **rejection** = out-of-scope questions sent without an event.
 
@@ -43,9 +36,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache
@@ -55,6 +48,14 @@ from keproxy.eval.core.progress import progress_bar
 from keproxy.eval.core.proxy import default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.elken.data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
+from keproxy.eval.elken.judge import (
+    JudgeTask,
+    check_judge,
+    is_nli_judge,
+    judge_label,
+    llm_judgements,
+    nli_judgements,
+)
 from keproxy.eval.elken.metrics import (
     ElkenRow,
     answer_correct,
@@ -102,6 +103,11 @@ class ElkenEvalConfig(BaseModel):
     )
     model: str | None = Field(default=None, description="Model alias; None: the embedded local model.")
     judge_model: str | None = Field(default=None, description="Tendency-G judge alias; None: ``model``.")
+    judge: Annotated[str, AfterValidator(check_judge)] = Field(
+        default="proxy",
+        description="Tendency-G judge: 'proxy' (judge_model through the proxy), 'llm:<litellm model>' (Table 13 "
+        "prompts through litellm) or an NLI backend 'local' / 'local:<path>' / 'hf:<name>' (tendency only).",
+    )
     mock_response: str | None = Field(default=None, description="Self-started proxy: answer with this.")
     api_key: str = Field(default="keproxy", description="Bearer key for the proxy.")
     max_tokens: int = Field(default=24, ge=1, description="max_tokens of Factual / Tendency-M answers.")
@@ -272,7 +278,7 @@ def run_elken_eval(
             report.requests += _post_edit(config, plan, answers, cache, model, url)
         if "tendency-g" in plan.items:
             report.requests += _judge(config, plan, answers, judged, cache, config.judge_model or model, url)
-    judge = f"{config.judge_model or model} through the proxy, Table 13 prompt"
+    judge = judge_label(config.judge, config.judge_model or model)
     report.rows = _rows(plan, methods, answers, judged, judge)
     report.seconds = time.monotonic() - started
     report.files = _write_outputs(config, report, plan, answers, judged)
@@ -345,11 +351,11 @@ def _judge(
     judge: str,
     url: Callable[[], str],
 ) -> int:
-    """Tendency-G judgements (Table 13) through the proxy with the ``judge`` alias: the rubric for in-scope
-    answers, the consistency score against the no-edit answer for out-of-scope ones."""
+    """Tendency-G judgements (Table 13): the rubric for in-scope answers, the consistency score against the
+    no-edit answer for out-of-scope ones, by ``config.judge`` (:mod:`.judge`; "proxy": the ``judge`` alias
+    through the proxy). Returns the number of judge calls made."""
     params = {"temperature": 0.0, "max_tokens": 48}
-    requests: dict[AnswerKey, PromptRequest] = {}
-    rubric: set[AnswerKey] = set()  # in-scope answers, judged with the rubric
+    tasks: dict[AnswerKey, JudgeTask] = {}
     for item in plan.items["tendency-g"]:
         answer = answers[_key(item)]
         q = item.question
@@ -357,13 +363,23 @@ def _judge(
             label = q.answers[-1] if len(q.answers) > 1 else q.answer
             event = plan.events.get(item.case.edit.id, "")
             prompt = RUBRIC_PROMPT.format(event=event, question=q.question, answer=answer, label=label)
-            rubric.add(_key(item))
-        elif item.method == "none":
-            continue  # locality of f_θ against itself is 1 by definition
-        else:
+            statement = f"The answer to the question '{q.question}' is: {label}."
+            tasks[_key(item)] = JudgeTask("rubric", prompt, answer, statement)
+        elif item.method != "none":  # locality of f_θ against itself is 1 by definition
             before = answers[_key(item, "none")]
             prompt = CONSISTENCY_PROMPT.format(before=before, after=answer)
-        requests[_key(item)] = PromptRequest.of(judge, [{"role": "user", "content": prompt}], params)
+            tasks[_key(item)] = JudgeTask("consistency", prompt, before, answer)
+    keys = list(tasks)
+    if is_nli_judge(config.judge):
+        judged.update(zip(keys, nli_judgements(config.judge, [tasks[k] for k in keys]), strict=True))
+        return 0
+    if config.judge.startswith("llm:"):
+        results, asked = llm_judgements(config.judge, [tasks[k] for k in keys], cache, config.mock_response)
+        judged.update(zip(keys, results, strict=True))
+        return asked
+    requests = {
+        k: PromptRequest.of(judge, [{"role": "user", "content": t.prompt}], params) for k, t in tasks.items()
+    }
     missing = any(not cache.has(r.key) for r in requests.values())
     asked, _ = fetch_answers(
         list(requests.values()), cache, model=judge, params=params, state_dir=config.out / "state",
@@ -372,7 +388,7 @@ def _judge(
     )  # fmt: skip
     for key, req in requests.items():
         text = str((cache.get(req.key) or {}).get("text", ""))
-        judged[key] = parse_rubric(text) if key in rubric else parse_consistency(text)
+        judged[key] = parse_rubric(text) if tasks[key].kind == "rubric" else parse_consistency(text)
     return asked
 
 
