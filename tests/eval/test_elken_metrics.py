@@ -10,6 +10,7 @@ from keproxy.eval.elken.metrics import (
     answer_correct,
     answers_same,
     edit_level,
+    fact_contained,
     fact_correct,
     fact_labels,
     fact_same,
@@ -51,6 +52,18 @@ def test_fact_known_answer_matches_name_or_alias_not_byte_equal() -> None:
     assert not fact_correct("Answer: NFL", question)
     assert not fact_correct("", question)
     assert not fact_correct("unknown", question)  # a known answer must be named
+
+
+def test_fact_contained_diagnostic_finds_the_answer_inside_a_sentence() -> None:
+    question = fact("Tom Kite", "Thomas Kite")
+    assert fact_contained("Tom Kite is the father of David.", question)
+    assert not fact_correct("Tom Kite is the father of David.", question)  # the official rule is exact
+    assert fact_contained("It was thomas kite!", question)
+    assert not fact_contained("Tom Kiteley is the father.", question)  # whole words only
+    assert not fact_contained("David\nTom Kite", question)  # first line only
+    unknown = fact("unknown", "unknown")
+    assert fact_contained("This is unknown", unknown) and not fact_contained("Tom Kite", unknown)
+    assert answer_correct("fact", "Tom Kite is the father.", question, lenient=True)
 
 
 def test_fact_united_states_is_accepted_for_q30() -> None:
@@ -110,6 +123,7 @@ def test_tendency_m_official_reading() -> None:
         ("Answer: B", "B"),
         ("answer: (C)", "C"),
         ("The answer is B.", "B"),
+        ("The answer is: B", "B"),
         ("Option A", "A"),
         ("I think the answer is C because prices rise", "C"),
         ("Decrease", "B"),

@@ -28,7 +28,8 @@ Its rules, re-implemented here (no upstream code is copied):
 The official Tendency-M rule scores "Answer: B", "B) Decrease", "b" or the option's text as wrong. keproxy also
 reports a **lenient parse** beside it (:func:`parse_option`: the letter in any of those forms, or the option's
 text), and the number of answers it could not parse at all, so a parse failure is reported, not silently
-scored as wrong.
+scored as wrong; for Factual Knowledge the lenient column is :func:`fact_contained` (the answer named inside a
+sentence), a diagnostic, not ELKEN's score.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "answer_correct",
     "answers_same",
     "edit_level",
+    "fact_contained",
     "fact_correct",
     "fact_labels",
     "fact_same",
@@ -59,10 +61,10 @@ _RUBRIC_KEYS = ("accuracy", "coherence", "comprehensive", "overall")
 _RUBRIC = {key: re.compile(rf"\b{key}\w*\s*[:=]\s*([1-5])\b", re.I) for key in _RUBRIC_KEYS}
 _CONSISTENCY = re.compile(r"(?:score|consistency)\s*[:=]?\s*([1-5])\b", re.I)
 _PAREN_LETTER = re.compile(r"\(([ABC])\)")
-_LEAD = re.compile(r"^(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s*(?:is|:|-)?\s*", re.I)
+_LEAD = re.compile(r"^(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s*(?:is\s*:?|:|-)?\s*", re.I)
 _LETTER = re.compile(r"^\(?([ABCabc])\s*(?:\)|\.|:|,|;|-|$)\s*(.*)$", re.S)
 _LETTER_WORD = re.compile(r"^([ABC])\s+(.+)$", re.S)  # "B Decrease": only with the option's text after it
-_NAMED = re.compile(r"\b(?:answer|option|choice)\s*(?:is|:|-)?\s*\(?([ABC])\)?(?![\w])", re.I)
+_NAMED = re.compile(r"\b(?:answer|option|choice)\s*(?:is\s*:?|:|-)?\s*\(?([ABC])\)?(?![\w])", re.I)
 _WORDS = re.compile(r"[^\w\s]")
 
 
@@ -89,6 +91,18 @@ def fact_correct(prediction: str, question: ElkenQuestion) -> bool:
     if "unknown" in labels:
         return "unknown" in pred
     return pred in {official_answer(label) for label in labels}
+
+
+def fact_contained(prediction: str, question: ElkenQuestion) -> bool:
+    """keproxy's diagnostic beside :func:`fact_correct`, **not** ELKEN's scoring: the normalised name or an
+    alias occurs as whole words in the answer's first line ("Tom Kite is the father of David." for "Tom
+    Kite"); unknown gold answers as :func:`fact_correct`. It shows how much of a zero comes from answering in
+    sentences; a long answer naming many entities can pass it."""
+    labels = fact_labels(question)
+    if "unknown" in labels:
+        return fact_correct(prediction, question)
+    line = f" {_norm(prediction.split(chr(10))[0])} "
+    return any(_norm(label) and f" {_norm(label)} " in line for label in labels)
 
 
 def _local_form(text: str, aliases: Sequence[str]) -> str:
@@ -200,10 +214,10 @@ def parse_consistency(text: str) -> int | None:
 
 def answer_correct(fmt: str, answer: str, question: ElkenQuestion, *, lenient: bool = False) -> bool:
     """Whether ``answer`` is right under the official rule: :func:`fact_correct` (Factual Knowledge) or
-    :func:`official_option` equal to the gold letter (Tendency-M); ``lenient``: Tendency-M by
-    :func:`parse_option` instead."""
+    :func:`official_option` equal to the gold letter (Tendency-M); ``lenient``: :func:`fact_contained` and
+    :func:`parse_option` instead (keproxy's diagnostics)."""
     if fmt == "fact":
-        return fact_correct(answer, question)
+        return fact_contained(answer, question) if lenient else fact_correct(answer, question)
     if lenient:
         return parse_option(answer, question.options) == question.answer
     return official_option(answer) == question.answer
@@ -236,8 +250,9 @@ def edit_level(results: Iterable[tuple[str, bool]]) -> float | None:
 @dataclass
 class ElkenRow:
     """One table row: a kind ("fact", "tendency-m", "tendency-g") and a method; rates in [0, 1] (None: no
-    question of that sort). q_level / e_level / locality: the official scoring. Tendency-M only: q_level_lenient
-    / locality_lenient by :func:`parse_option`, unparsed = in-scope answers it cannot read. Tendency-G:
+    question of that sort). q_level / e_level / locality: the official scoring. q_level_lenient: Factual
+    Knowledge by :func:`fact_contained`, Tendency-M by :func:`parse_option` (with locality_lenient and unparsed
+    = in-scope answers it cannot read). Tendency-G:
     unparsed = judgements without a score. judge: who scored Tendency-G."""
 
     kind: str

@@ -12,15 +12,15 @@ from keproxy.eval.elken.metrics import ElkenRow
 __all__ = ["plot_rows", "table_markdown"]
 
 
-_HEAD = ("Questions", "Method", "Q-Level", "E-Level", "Locality", "Known", "Unknown", "Q-Level (lenient parse)",
-         "Locality (lenient parse)", "Unparsed", "Scope recall@1", "OOS rejection",
+_HEAD = ("Questions", "Method", "Q-Level", "E-Level", "Locality", "Known", "Unknown", "Q-Level (lenient)",
+         "Locality (lenient)", "Unparsed", "Scope recall@1", "OOS rejection",
          "n in / out / events")  # fmt: skip
 _KINDS = {"fact": "Factual Knowledge", "tendency-m": "Tendency-M", "tendency-g": "Tendency-G (full mark)"}
 
 
 def table_markdown(rows: Sequence[ElkenRow]) -> str:
     """ELKEN Table 2's columns with the official scoring (reliability at question and edit level, locality;
-    %), Table 3's Known / Unknown split, Tendency-M's lenient parse beside the official reading with the
+    %), Table 3's Known / Unknown split, keproxy's lenient diagnostics beside the official scores with the
     count of unparsed answers (Tendency-G: unparsed judgements), and the scope columns, a row per question set
     and method. Tendency-G rows name their judge under the table."""
     cells = [
@@ -33,7 +33,12 @@ def table_markdown(rows: Sequence[ElkenRow]) -> str:
     table = markdown_table(_HEAD, cells, left=2)
     judges = sorted({r.judge for r in rows if r.kind == "tendency-g" and r.judge})
     notes = [f"\nTendency-G judge: {judge}." for judge in judges]
-    return table + "".join(notes)
+    lenient = (
+        "\nLenient (keproxy's diagnostics, not ELKEN's scoring): Factual Knowledge — the answer or an alias named "
+        "in the first line; Tendency-M — the option letter or text in any form; Unparsed — Tendency-M answers "
+        "with no readable option (Tendency-G: judgements without a score)."
+    )
+    return table + lenient + "".join(notes)
 
 
 def plot_rows(rows: Sequence[ElkenRow], path: Path) -> None:

@@ -426,11 +426,11 @@ def _rows(
                         same.append(score == 5)
             else:
                 right = {_key(i): answer_correct(fmt, answers[_key(i)], i.question) for i in ins}
+                lenient = [answer_correct(fmt, answers[_key(i)], i.question, lenient=True) for i in ins]
                 same = [
                     answers_same(fmt, answers[_key(i, "none")], answers[_key(i)], i.question) for i in outs
                 ]
                 if fmt == "tendency-m":
-                    lenient = [answer_correct(fmt, answers[_key(i)], i.question, lenient=True) for i in ins]
                     same_lenient = [
                         answers_same(
                             fmt, answers[_key(i, "none")], answers[_key(i)], i.question, lenient=True
