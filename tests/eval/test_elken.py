@@ -1,5 +1,5 @@
-"""``keproxy eval elken``: ELKEN's answer scoring, and a run through the real proxy subprocess (litellm mock
-upstream) on the shared ELKEN test split."""
+"""``keproxy eval elken``: a run through the real proxy subprocess (litellm mock upstream) on the shared ELKEN
+test split; the scoring rules are tested in test_elken_metrics.py."""
 
 from __future__ import annotations
 
@@ -12,56 +12,12 @@ from typer.testing import CliRunner
 
 from keproxy.cli import app
 from keproxy.datasets import shared_data_dir
-from keproxy.eval.core.metrics import normalize_answer
-from keproxy.eval.elken.data import ElkenQuestion, load_elken
-from keproxy.eval.elken.metrics import (
-    fact_correct,
-    parse_consistency,
-    parse_option,
-    parse_rubric,
-)
+from keproxy.eval.elken.data import load_elken
 
 SHARED = shared_data_dir()
 needs_elken = pytest.mark.skipif(
     SHARED is None or not (SHARED / "elken").is_dir(), reason="shared ELKEN data not present"
 )
-
-
-def fact(answer: str, *aliases: str) -> ElkenQuestion:
-    return ElkenQuestion("Who?", "fact", True, answer, aliases=aliases)
-
-
-def test_fact_exact_match_with_aliases_and_unknown() -> None:
-    assert normalize_answer("  The U.S. Senate.\nMore text") == "us senate"
-    question = fact("United States Senate", "US Senate", "the Senate")
-    assert fact_correct("the US Senate.", question)
-    assert fact_correct("Senate", question)
-    assert not fact_correct("The House", question)
-    assert not fact_correct("", question)
-    assert not fact_correct("unknown", question)  # a known answer must be named
-    unknown = fact("unknown")
-    assert fact_correct("Unknown.", unknown)
-    assert not fact_correct("Joe Biden", unknown)
-
-
-def test_option_rubric_and_consistency_parsing() -> None:
-    options = ("Increase", "Decrease", "No significant change")
-    assert parse_option("B", options) == "B"
-    assert parse_option("(C) No significant change", options) == "C"
-    assert parse_option("Decrease, because ...", options) == "B"
-    assert parse_option("Maybe", options) is None
-    assert parse_option("Because A is likely", options) is None  # a letter must lead
-    scores = parse_rubric("accuracy: 5; coherence: 4; comprehensiveness: 3; overall: 4")
-    assert scores == {"accuracy": 5, "coherence": 4, "comprehensiveness": 3, "overall": 4}
-    # Table 13: "If accuracy <= 3, the overall should not be higher than 3"
-    assert parse_rubric("Accuracy: 2; Coherence: 5; Comprehensive: 5; Overall: 5") == {
-        "accuracy": 2, "coherence": 5, "comprehensiveness": 5, "overall": 3,
-    }  # fmt: skip
-    assert parse_rubric("accuracy: 5; overall: 5") is None
-    assert parse_rubric("accuracy: 7; coherence: 5; comprehensiveness: 5; overall: 5") is None
-    assert parse_consistency("Score: 4") == 4
-    assert parse_consistency("5") == 5
-    assert parse_consistency("They agree.") is None
 
 
 @needs_elken

@@ -1,7 +1,7 @@
 """ELKEN (event-level knowledge editing): the cases (:mod:`.data`), event retrieval scope without an upstream
 (:mod:`.scope`, ``keproxy eval elken-scope``), the answer-level run through the proxy (:mod:`.run`,
-``keproxy eval elken``) with its prompts (:mod:`.prompts`), scores (:mod:`.metrics`) and table and plot
-(:mod:`.report`), and the command lines (:mod:`.cli`)."""
+``keproxy eval elken``) with its prompts (:mod:`.prompts`), ELKEN's official scores (:mod:`.metrics`), the
+Tendency-G judges (:mod:`.judge`) and table and plot (:mod:`.report`), and the command lines (:mod:`.cli`)."""
 
 from keproxy.eval.elken.data import ELKEN_KINDS, ELKEN_SPLITS, ElkenCase, ElkenQuestion, load_elken
 from keproxy.eval.elken.metrics import (

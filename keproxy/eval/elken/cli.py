@@ -113,6 +113,14 @@ def eval_elken_command(
     base_url: BaseUrl = None,
     model: ModelAlias = None,
     judge_model: Annotated[str | None, typer.Option(help="Tendency-G judge alias; default: --model.")] = None,
+    judge: Annotated[
+        str,
+        typer.Option(
+            help="Tendency-G judge: proxy (--judge-model through the proxy), llm:<litellm model> (Table 13 "
+            "through litellm, e.g. llm:gpt-4-1106-preview as in the paper), or NLI local / hf:<name> "
+            "(tendency judgement only)."
+        ),
+    ] = "proxy",
     mock_response: MockResponse = None,
     api_key: ApiKey = "keproxy",
     serac_threshold: Annotated[
@@ -128,7 +136,7 @@ def eval_elken_command(
     def build() -> ElkenEvalConfig:
         return ElkenEvalConfig(
             split=split.lower(), kind=kind.lower(), data_dir=data_dir, n=n, methods=comma_list(methods),  # type: ignore[arg-type]
-            tendency_g=tendency_g, out=out, base_url=base_url, model=model, judge_model=judge_model,
+            tendency_g=tendency_g, out=out, base_url=base_url, model=model, judge_model=judge_model, judge=judge,
             mock_response=mock_response, api_key=api_key, serac_threshold=serac_threshold, progress=progress,
             plots=plots,
         )  # fmt: skip

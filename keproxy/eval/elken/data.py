@@ -74,6 +74,7 @@ class ElkenQuestion:
     other names. options: tendency — the option texts in letter order; candidate: the raw options string.
     subject / relation: fact — subject entity name and Wikidata relation id (``rel_id``). question_type: fact
     ``type`` (0 or 1, a category upstream scores separately); tendency out-of-scope ``question_type`` when given.
+    answer_id: fact — the answer's Wikidata id ("Q30"; "NA" for unknown answers), which upstream's scorer reads.
     """
 
     question: str
@@ -86,6 +87,7 @@ class ElkenQuestion:
     subject: str | None = None
     relation: str | None = None
     question_type: int | None = None
+    answer_id: str | None = None
 
     @property
     def unknown(self) -> bool:
@@ -181,6 +183,7 @@ def _fact_question(qa: dict[str, Any], in_scope: bool) -> ElkenQuestion:
         subject=_name(qa.get("subject")),
         relation=qa.get("rel_id"),
         question_type=_int(qa.get("type")),
+        answer_id=str(answer["id"]) if answer.get("id") is not None else None,
     )
 
 

@@ -17,7 +17,9 @@ __all__ = [
     "question_prompt",
 ]
 
-# ELKEN Table 12 (with the event) and the same instruction without it for f_θ (no edit).
+# ELKEN Table 12 (with the event); without it (f_θ, no edit: the "before editing" answers locality compares
+# against) upstream's local-question instructions (data_processor/processor.py @ f42fbdd, FactDataProcessor
+# with only_local, TendencyLocalDataProcessor), which drop the "respond with 'unknown'" sentence.
 FACT_INSTRUCTION = (
     "Given an event, assuming that the event has occurred, please answer the corresponding questions based on "
     "the event and your own knowledge. If you do not know the answer to the question, please respond with "
@@ -25,9 +27,8 @@ FACT_INSTRUCTION = (
     "sentence."
 )
 FACT_INSTRUCTION_NO_EVENT = (
-    "Please answer the question based on your own knowledge. If you do not know the answer to the question, "
-    "please respond with 'unknown'. Please only output a noun (usually an entity) as the answer, and do not "
-    "output a complete sentence."
+    "Please answer the question based on your knowledge. Please only output a noun (usually an entity) as the "
+    "answer, and do not output a complete sentence."
 )
 TENDENCY_M_INSTRUCTION = (
     "Given an event, assuming that the event has occurred, please answer the corresponding questions based on "
@@ -42,7 +43,7 @@ TENDENCY_G_INSTRUCTION = (
     "Given an event, assuming that the event has occurred, please answer the corresponding questions based on "
     "the event and your knowledge."
 )
-TENDENCY_G_INSTRUCTION_NO_EVENT = "Please answer the question based on your knowledge."
+TENDENCY_G_INSTRUCTION_NO_EVENT = "Please answer the questions based on your knowledge."
 
 # ELKEN Table 13 (one demonstration each; the paper uses two, the second is not printed).
 RUBRIC_PROMPT = """You are a fair assessment expert, and you will be given a set of (event, question, answer, label) quadruples. The answer is obtained by answering the question based on the event (assuming the event has occurred). The answer usually consists of a judgment (or a claim) and some reasons (or explanations) for the judgment. The label is a general judgment annotated by humans for the question. Your task is to score the answers according to the following requirements:
@@ -80,13 +81,15 @@ Output:"""
 
 def question_prompt(fmt: str, question: ElkenQuestion, event: str | None) -> str:
     """The prompt of one question in format ``fmt`` ("fact", "tendency-m" or "tendency-g"): ELKEN Table 12's
-    instruction with ``event`` in context, or the same instruction without it when ``event`` is None."""
+    instruction with ``event`` in context, or upstream's instruction for local questions when ``event`` is
+    None; the input laid out as upstream's processor does ("Event: ...\nQuestion: ...\n(A) .. (B) .. (C)
+    ..\nAnswer:", the options line for Tendency-M only)."""
     if fmt == "fact":
         head = FACT_INSTRUCTION if event else FACT_INSTRUCTION_NO_EVENT
         ask = question.question
     elif fmt == "tendency-m":
         head = TENDENCY_M_INSTRUCTION if event else TENDENCY_M_INSTRUCTION_NO_EVENT
-        ask = question.prompt
+        ask = f"{question.question}\n{question.candidate}" if question.candidate else question.question
     else:
         head = TENDENCY_G_INSTRUCTION if event else TENDENCY_G_INSTRUCTION_NO_EVENT
         ask = question.question

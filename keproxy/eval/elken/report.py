@@ -12,21 +12,33 @@ from keproxy.eval.elken.metrics import ElkenRow
 __all__ = ["plot_rows", "table_markdown"]
 
 
-_HEAD = ("Questions", "Method", "Q-Level", "E-Level", "Locality", "Known", "Unknown", "Scope recall@1",
-         "OOS rejection", "n in / out / events")  # fmt: skip
+_HEAD = ("Questions", "Method", "Q-Level", "E-Level", "Locality", "Known", "Unknown", "Q-Level (lenient)",
+         "Locality (lenient)", "Unparsed", "Scope recall@1", "OOS rejection",
+         "n in / out / events")  # fmt: skip
 _KINDS = {"fact": "Factual Knowledge", "tendency-m": "Tendency-M", "tendency-g": "Tendency-G (full mark)"}
 
 
 def table_markdown(rows: Sequence[ElkenRow]) -> str:
-    """ELKEN Table 2's columns (reliability at question and edit level, locality; %) plus Table 3's Known /
-    Unknown split and the scope columns, a row per question set and method."""
+    """ELKEN Table 2's columns with the official scoring (reliability at question and edit level, locality;
+    %), Table 3's Known / Unknown split, keproxy's lenient diagnostics beside the official scores with the
+    count of unparsed answers (Tendency-G: unparsed judgements), and the scope columns, a row per question set
+    and method. Tendency-G rows name their judge under the table."""
     cells = [
         [_KINDS[r.kind], r.method, *map(percent, (r.q_level, r.e_level, r.locality, r.known, r.unknown,
-                                                  r.recall_at_1, r.rejection)),
+                                                  r.q_level_lenient, r.locality_lenient)),
+         str(r.unparsed) if r.kind != "fact" else "", *map(percent, (r.recall_at_1, r.rejection)),
          f"{r.n_in} / {r.n_out} / {r.n_events}"]
         for r in rows
     ]  # fmt: skip
-    return markdown_table(_HEAD, cells, left=2)
+    table = markdown_table(_HEAD, cells, left=2)
+    judges = sorted({r.judge for r in rows if r.kind == "tendency-g" and r.judge})
+    notes = [f"\nTendency-G judge: {judge}." for judge in judges]
+    lenient = (
+        "\nLenient (keproxy's diagnostics, not ELKEN's scoring): Factual Knowledge — the answer or an alias named "
+        "in the first line; Tendency-M — the option letter or text in any form; Unparsed — Tendency-M answers "
+        "with no readable option (Tendency-G: judgements without a score)."
+    )
+    return table + lenient + "".join(notes)
 
 
 def plot_rows(rows: Sequence[ElkenRow], path: Path) -> None:

@@ -14,17 +14,13 @@ ELKEN's prompt (Table 12) and the event text a method puts in context:
   itself (:class:`keproxy.editors.postedit.LLMPostEditor` through the proxy) when the gate admits the dense top-1,
   kept when it answers ``<Retain>``.
 
-Scores (ELKEN §3.1, §4.1): **Factual Knowledge** — exact match of the normalised answer (lower case, no
-punctuation or articles, first line) with the answer or an alias; an "unknown" answer is right exactly when
-the gold answer is unknown (reported apart: Known / Unknown, Table 3). **Tendency-M** — the option letter.
-**Question-level reliability** = accuracy on in-scope questions; **edit-level reliability** = share of events
-whose in-scope questions are all right; **locality** = share of out-of-scope questions whose normalised answer
-equals the ``none`` answer (Eq. 3). **Tendency-G** (``tendency_g``) — the open question judged with Table 13's
-rubric (accuracy, coherence, comprehensiveness, overall; 1–5) by the judge model through the proxy; reliability
-is the full-mark rate (overall = 5) and locality the rate of consistency score 5 against the ``none`` answer;
-unparseable judgements count as not full-mark and are reported. Scope (no upstream needed): **recall@1** =
-in-scope questions whose context event is the gold one, **rejection** = out-of-scope questions sent without an
-event.
+Scores: ELKEN's official scoring, upstream's ``metric.py`` and ``examiner/parse_result*.py`` (THU-KEG/
+Event-Level-Knowledge-Editing @ f42fbdd), rule by rule in :mod:`.metrics`: question-level reliability (Factual
+Knowledge split Known / Unknown, Table 3), edit-level reliability, locality against the ``none`` answers (Eq. 3);
+Tendency-M also by keproxy's lenient parse, with the count of answers it cannot read; Tendency-G (``tendency_g``)
+judged with Table 13's prompts by ``judge`` (:mod:`.judge`), full-mark rates, unparseable judgements counted.
+Scope (no upstream needed): **recall@1** = in-scope questions whose context event is the gold one,
+**rejection** = out-of-scope questions sent without an event.
 
 Outputs in ``out``: ``table.md`` / ``table.csv``, ``cases.csv`` (every answer), ``summary.json``,
 ``elken.png``; every answer is cached in ``out/cache`` so an interrupted run resumes.
@@ -40,9 +36,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache
@@ -52,11 +48,21 @@ from keproxy.eval.core.progress import progress_bar
 from keproxy.eval.core.proxy import default_model, serve_proxy
 from keproxy.eval.core.urls import ProxyRoot
 from keproxy.eval.elken.data import ELKEN_KINDS, ElkenCase, ElkenQuestion, load_elken
+from keproxy.eval.elken.judge import (
+    JudgeTask,
+    check_judge,
+    is_nli_judge,
+    judge_label,
+    llm_judgements,
+    nli_judgements,
+)
 from keproxy.eval.elken.metrics import (
     ElkenRow,
     answer_correct,
     answers_same,
+    edit_level,
     parse_consistency,
+    parse_option,
     parse_rubric,
 )
 from keproxy.eval.elken.prompts import CONSISTENCY_PROMPT, RUBRIC_PROMPT, question_prompt
@@ -97,6 +103,11 @@ class ElkenEvalConfig(BaseModel):
     )
     model: str | None = Field(default=None, description="Model alias; None: the embedded local model.")
     judge_model: str | None = Field(default=None, description="Tendency-G judge alias; None: ``model``.")
+    judge: Annotated[str, AfterValidator(check_judge)] = Field(
+        default="proxy",
+        description="Tendency-G judge: 'proxy' (judge_model through the proxy), 'llm:<litellm model>' (Table 13 "
+        "prompts through litellm) or an NLI backend 'local' / 'local:<path>' / 'hf:<name>' (tendency only).",
+    )
     mock_response: str | None = Field(default=None, description="Self-started proxy: answer with this.")
     api_key: str = Field(default="keproxy", description="Bearer key for the proxy.")
     max_tokens: int = Field(default=24, ge=1, description="max_tokens of Factual / Tendency-M answers.")
@@ -267,7 +278,8 @@ def run_elken_eval(
             report.requests += _post_edit(config, plan, answers, cache, model, url)
         if "tendency-g" in plan.items:
             report.requests += _judge(config, plan, answers, judged, cache, config.judge_model or model, url)
-    report.rows = _rows(plan, methods, answers, judged)
+    judge = judge_label(config.judge, config.judge_model or model)
+    report.rows = _rows(plan, methods, answers, judged, judge)
     report.seconds = time.monotonic() - started
     report.files = _write_outputs(config, report, plan, answers, judged)
     return report
@@ -339,11 +351,11 @@ def _judge(
     judge: str,
     url: Callable[[], str],
 ) -> int:
-    """Tendency-G judgements (Table 13) through the proxy with the ``judge`` alias: the rubric for in-scope
-    answers, the consistency score against the no-edit answer for out-of-scope ones."""
+    """Tendency-G judgements (Table 13): the rubric for in-scope answers, the consistency score against the
+    no-edit answer for out-of-scope ones, by ``config.judge`` (:mod:`.judge`; "proxy": the ``judge`` alias
+    through the proxy). Returns the number of judge calls made."""
     params = {"temperature": 0.0, "max_tokens": 48}
-    requests: dict[AnswerKey, PromptRequest] = {}
-    rubric: set[AnswerKey] = set()  # in-scope answers, judged with the rubric
+    tasks: dict[AnswerKey, JudgeTask] = {}
     for item in plan.items["tendency-g"]:
         answer = answers[_key(item)]
         q = item.question
@@ -351,13 +363,23 @@ def _judge(
             label = q.answers[-1] if len(q.answers) > 1 else q.answer
             event = plan.events.get(item.case.edit.id, "")
             prompt = RUBRIC_PROMPT.format(event=event, question=q.question, answer=answer, label=label)
-            rubric.add(_key(item))
-        elif item.method == "none":
-            continue  # locality of f_θ against itself is 1 by definition
-        else:
+            statement = f"The answer to the question '{q.question}' is: {label}."
+            tasks[_key(item)] = JudgeTask("rubric", prompt, answer, statement)
+        elif item.method != "none":  # locality of f_θ against itself is 1 by definition
             before = answers[_key(item, "none")]
             prompt = CONSISTENCY_PROMPT.format(before=before, after=answer)
-        requests[_key(item)] = PromptRequest.of(judge, [{"role": "user", "content": prompt}], params)
+            tasks[_key(item)] = JudgeTask("consistency", prompt, before, answer)
+    keys = list(tasks)
+    if is_nli_judge(config.judge):
+        judged.update(zip(keys, nli_judgements(config.judge, [tasks[k] for k in keys]), strict=True))
+        return 0
+    if config.judge.startswith("llm:"):
+        results, asked = llm_judgements(config.judge, [tasks[k] for k in keys], cache, config.mock_response)
+        judged.update(zip(keys, results, strict=True))
+        return asked
+    requests = {
+        k: PromptRequest.of(judge, [{"role": "user", "content": t.prompt}], params) for k, t in tasks.items()
+    }
     missing = any(not cache.has(r.key) for r in requests.values())
     asked, _ = fetch_answers(
         list(requests.values()), cache, model=judge, params=params, state_dir=config.out / "state",
@@ -366,7 +388,7 @@ def _judge(
     )  # fmt: skip
     for key, req in requests.items():
         text = str((cache.get(req.key) or {}).get("text", ""))
-        judged[key] = parse_rubric(text) if key in rubric else parse_consistency(text)
+        judged[key] = parse_rubric(text) if tasks[key].kind == "rubric" else parse_consistency(text)
     return asked
 
 
@@ -375,7 +397,9 @@ def _rows(
     methods: Sequence[str],
     answers: Mapping[AnswerKey, str],
     judged: Mapping[AnswerKey, dict[str, int] | int | None],
+    judge: str = "",
 ) -> list[ElkenRow]:
+    """A row per format and method, scored as :mod:`.metrics` describes (upstream ``metric.py``)."""
     rows: list[ElkenRow] = []
     for fmt, items in plan.items.items():
         for method in methods:
@@ -383,36 +407,48 @@ def _rows(
             ins = [i for i in mine if i.question.in_scope]
             outs = [i for i in mine if not i.question.in_scope]
             unparsed = 0
+            lenient: list[bool] | None = None
+            same_lenient: list[bool] | None = None
             if fmt == "tendency-g":
                 right = {}
-                for i in ins:
+                for i in ins:  # an unparseable rubric stays in the denominator as not full-mark
                     score = judged.get(_key(i))
                     unparsed += score is None
                     right[_key(i)] = isinstance(score, dict) and score["overall"] == 5
                 same = []
-                for i in outs:
+                for i in outs:  # an unparseable consistency score is left out (parse_result_locality.py)
                     if method == "none":
                         same.append(True)
                         continue
                     score = judged.get(_key(i))
                     unparsed += score is None
-                    same.append(score == 5)
+                    if score is not None:
+                        same.append(score == 5)
             else:
                 right = {_key(i): answer_correct(fmt, answers[_key(i)], i.question) for i in ins}
+                lenient = [answer_correct(fmt, answers[_key(i)], i.question, lenient=True) for i in ins]
                 same = [
                     answers_same(fmt, answers[_key(i, "none")], answers[_key(i)], i.question) for i in outs
                 ]
-            per_event: dict[str, list[bool]] = {}
-            for i in ins:
-                per_event.setdefault(i.case.case_id, []).append(right[_key(i)])
+                if fmt == "tendency-m":
+                    same_lenient = [
+                        answers_same(
+                            fmt, answers[_key(i, "none")], answers[_key(i)], i.question, lenient=True
+                        )
+                        for i in outs
+                    ]
+                    unparsed = sum(parse_option(answers[_key(i)], i.question.options) is None for i in ins)
             retrieves = method != "none"
             row = ElkenRow(
                 kind=fmt, method=ELKEN_METHODS[method],
-                q_level=rate(list(right.values())), e_level=rate([all(v) for v in per_event.values()]),
+                q_level=rate(list(right.values())), e_level=edit_level((i.case.case_id, right[_key(i)]) for i in ins),
                 locality=rate(same),
                 recall_at_1=rate([i.event_id == i.case.edit.id for i in ins]) if retrieves else None,
                 rejection=rate([i.event_id is None for i in outs]) if retrieves else None,
-                n_in=len(ins), n_out=len(outs), n_events=len(per_event), unparsed=unparsed,
+                n_in=len(ins), n_out=len(outs), n_events=len({i.case.case_id for i in ins}), unparsed=unparsed,
+                q_level_lenient=rate(lenient) if lenient is not None else None,
+                locality_lenient=rate(same_lenient) if same_lenient is not None else None,
+                judge=judge if fmt == "tendency-g" else "",
             )  # fmt: skip
             if fmt == "fact":
                 row.known = rate([right[_key(i)] for i in ins if not i.question.unknown])
@@ -422,7 +458,7 @@ def _rows(
 
 
 _CASE_COLUMNS = ("format", "method", "case_id", "in_scope", "question", "gold", "event_id", "answer", "correct",
-                 "judgement")  # fmt: skip
+                 "parsed_option", "judgement")  # fmt: skip
 
 
 def _case_rows(
@@ -435,8 +471,9 @@ def _case_rows(
             correct = (
                 answer_correct(fmt, answer, i.question) if fmt != "tendency-g" and i.question.in_scope else ""
             )
+            parsed = parse_option(answer, i.question.options) if fmt == "tendency-m" else ""
             yield [fmt, i.method, i.case.case_id, i.question.in_scope, i.question.prompt, i.question.answer,
-                   i.event_id or "", answer, correct,
+                   i.event_id or "", answer, correct, parsed or "",
                    json.dumps(judged.get(_key(i))) if fmt == "tendency-g" else ""]  # fmt: skip
 
 
