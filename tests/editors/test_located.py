@@ -55,7 +55,10 @@ def test_a_named_old_object_is_replaced_where_it_stands(editor: LocatedPostEdito
                 relation="{} is in", target_true="Paris", target_new="Rome")  # fmt: skip
     text = "The Eiffel Tower is in Paris; PARIS gets crowded in summer."
     result = editor.apply("Where is the Eiffel Tower?", text, edit)
-    assert (result.rule, result.text) == ("replace", "The Eiffel Tower is in Rome; ROME gets crowded in summer.")
+    assert (result.rule, result.text) == (
+        "replace",
+        "The Eiffel Tower is in Rome; ROME gets crowded in summer.",
+    )
 
 
 def test_the_registry_serves_located() -> None:
