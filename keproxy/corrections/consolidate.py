@@ -28,16 +28,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from keproxy.corrections.rewrite import shape
-from keproxy.corrections.spans import find_all, skeleton
+from keproxy.corrections.spans import find_all, fold, numbers, skeleton
 from keproxy.corrections.tagging import widen_to_words
 
 __all__ = [
     "Found",
     "copies",
+    "current",
     "distinctive",
     "one_fact",
     "propagate",
     "standalone",
+    "states",
     "support",
     "typed_candidates",
     "value_key",
@@ -110,13 +112,13 @@ _MARKS = ".,;:!?()*`'\""
 
 def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
     """How well a tagged span (of a correction that does not name its old value) fits it: the tagger's
-    weight, plus the share of the correcting turn's words found within five words of the span (the same
-    attribute: "box height" by "Height: 55 cm"), plus written-form agreement with the new value (same digits
+    weight, plus the share of the correcting turn's words found within five words of the span on its line (the
+    same attribute: "box height" by "Height: 55 cm"; a list item's neighbours are other facts), plus written-form agreement with the new value (same digits
     pattern, "3.14" for "3.41"; characters in common)."""
     text = texts[f.turn]
     span = text[f.start : f.end]
-    left = text[max(0, f.start - 60) : f.start].split()[-5:]
-    right = text[f.end : f.end + 60].split()[:5]
+    left = text[max(0, f.start - 60) : f.start].rpartition("\n")[2].split()[-5:]
+    right = text[f.end : f.end + 60].partition("\n")[0].split()[:5]
     near = _stems(" ".join(left + right))
     asked = _stems(turn_text) - _stems(new)
     context = len(near & asked) / max(1, min(len(asked), 6))
@@ -200,6 +202,30 @@ def whole_token(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     if (a, b) != (start, end) and (not right or new.endswith(right)) and (not left or new.startswith(left)):
         return a, b
     return start, end
+
+
+def current(found: Sequence[Found], texts: Sequence[str], news: Sequence[str]) -> list[Found]:
+    """``found`` without the spans that already state their correction's new value (:func:`states`: the tagged
+    "125" of "125 g butter" for the new value "125 g"): where the
+    chat already says the new value, the fact is right, and such a span must not win the choice of one fact."""
+    return [f for f in found if f.named or not states(texts[f.turn][f.start : f.end], news[f.correction])]
+
+
+_LETTERS = re.compile(r"[^\W\d_]+")
+
+
+def states(span: str, new: str) -> bool:
+    """Whether ``span`` already says the value ``new``: the same folded words, or the same numbers
+    (:func:`~keproxy.corrections.spans.numbers`: "1,050" is "1050.00") with no letters the new value lacks
+    ("125" and "125 g"; "3A" does not state "3B")."""
+    if fold(span) == fold(new):
+        return True
+    same = numbers(span)
+    return (
+        bool(same)
+        and same == numbers(new)
+        and set(_LETTERS.findall(span.casefold())) <= set(_LETTERS.findall(new.casefold()))
+    )
 
 
 def one_fact(

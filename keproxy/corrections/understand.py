@@ -33,6 +33,7 @@ from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.consolidate import (
     Found,
     copies,
+    current,
     narrow,
     one_fact,
     propagate,
@@ -274,6 +275,7 @@ class CorrectionUnderstanding:
             i for i in range(turn) if i not in skip and messages[i].get("role") in ("user", "assistant")
         ]  # fmt: skip
         found += self._named_anywhere(texts, turns, pairs, found, sentence_score)
+        found = current(found, texts, [new for _, new in pairs])
         found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))
         found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):

@@ -6,11 +6,13 @@ import pytest
 
 from keproxy.corrections.consolidate import (
     Found,
+    current,
     distinctive,
     narrow,
     one_fact,
     propagate,
     standalone,
+    states,
     support,
     typed_candidates,
     value_key,
@@ -150,3 +152,29 @@ def test_support_prefers_the_value_carrying_the_new_values_unit() -> None:
 
 def test_a_three_word_new_value_is_a_phrase_not_a_value_kind() -> None:
     assert typed_candidates("Drove 44 miles in the old green Volvo in 1994.", "red Saab 900") == []
+
+
+@pytest.mark.parametrize(
+    ("span", "new", "said"),
+    [("125", "125 g", True), ("1,050.00", "1050", True), ("Yusuf", "yusuf", True), ("3A", "3B", False),
+     ("100", "125 g", False), ("12", "125", False)],
+)  # fmt: skip
+def test_a_span_states_the_new_value_only_with_the_same_numbers_and_letters(
+    span: str, new: str, said: bool
+) -> None:
+    assert states(span, new) is said
+
+
+def test_a_span_that_already_states_the_new_value_is_not_stale() -> None:
+    texts = ["Frosting: 125 g butter.", "- 100 g butter, softened"]
+    right, stale = Found(0, 10, 13, 0, 0.99), Found(1, 2, 5, 0, 0.98)
+    assert current([right, stale], texts, ["125 g"]) == [stale]
+    assert one_fact(current([right, stale], texts, ["125 g"]), texts, lambda f: f.weight) == [stale]
+
+
+def test_support_reads_the_words_of_the_spans_own_line() -> None:
+    # a list item's neighbour on the next line ("butter") is another fact, not this span's attribute
+    texts = ["- 100 g butter, softened\n- 250 g cream cheese"]
+    butter, cheese = Found(0, 2, 5, 0, 0.5), Found(0, 27, 30, 0, 0.5)
+    turn = "the butter for the topping is wrong, 125 g"
+    assert support(butter, texts, turn, "125 g") > support(cheese, texts, turn, "125 g")
