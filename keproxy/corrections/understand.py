@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -275,6 +276,12 @@ class CorrectionUnderstanding:
             i for i in range(turn) if i not in skip and messages[i].get("role") in ("user", "assistant")
         ]  # fmt: skip
         found += self._named_anywhere(texts, turns, pairs, found, sentence_score)
+        # a span joining several values ("10.0.4.71:6379") states the part written like the new value
+        found = [
+            replace(f, start=s, end=e)
+            for f in found
+            for s, e in [narrow(texts[f.turn], f.start, f.end, pairs[f.correction][1])]
+        ]
         found = current(found, texts, [new for _, new in pairs])
         found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))
         found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)

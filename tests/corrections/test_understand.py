@@ -200,3 +200,19 @@ def test_a_tagged_value_loses_the_function_words_its_tag_ran_on_into() -> None:
     assert undangled("of") == "of"  # nothing left: kept as tagged
     assert undangled("Bank of England") == "Bank of England"
     assert oriented("9 cups of", "7 cups", {"9", "cups", "of", "jasmine", "rice"}) == ("9 cups", "7 cups")
+
+
+def test_a_joined_value_is_compared_by_the_part_written_like_the_new_value(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    # "192.168.7.42:5432" and "192.168.7.42" state one fact: every copy of the address changes, not the port
+    history = [
+        ("user", "write a .env for the api; postgres runs on 192.168.7.42:5432, database shop"),
+        (
+            "assistant",
+            "DATABASE_URL=postgres://192.168.7.42:5432/shop\n\nMake sure 192.168.7.42 accepts connections.",
+        ),
+    ]
+    forwarded, detected = forward(understanding, [*history, ("user", "postgres is on 192.168.7.24")])
+    assert detected
+    assert forwarded[:2] == [text.replace("192.168.7.42", "192.168.7.24") for _, text in history]
