@@ -26,6 +26,7 @@ __all__ = [
     "one_fact_each",
     "oriented",
     "same_form",
+    "same_kind",
     "skeleton",
     "undangled",
 ]
@@ -117,6 +118,19 @@ def fits(span: str, old: str | None, new: str) -> bool:
     if len(new.split()) >= 5:
         return True
     return shape(span) == shape(new) or (shape(span) in ("name", "word") and shape(new) in ("name", "word"))
+
+
+def same_kind(old: str, new: str) -> bool:
+    """Whether ``old`` can be the value ``new`` replaces: of the new value's kind
+    (:func:`~keproxy.corrections.rewrite.shape`), or of the kind of one of its words ("Saturday" for "Sunday 9
+    June"), or both words or names ("violin" for "cello"); a name is not what "12 seconds" replaces."""
+    kind = shape(old)
+    plain = ("name", "word")
+    return (
+        kind == shape(new)
+        or any(shape(w) == kind for w in new.split())
+        or (kind in plain and shape(new) in plain)
+    )
 
 
 def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[tuple[int, int, int]]:

@@ -58,6 +58,7 @@ from keproxy.corrections.spans import (
     one_fact_each,
     oriented,
     same_form,
+    same_kind,
 )
 from keproxy.corrections.tagging import (
     candidate_sentences,
@@ -179,13 +180,18 @@ class CorrectionUnderstanding:
         olds = [(a, b) for a, b, stem in spans if stem == "OLD"]
         if len(news) > 1 and history:
             # a "new" value the history already states is the old one ("I wrote 9 cups, meant 7")
-            words = set(history.split())
-            seen = [n for n in news if set(fold(text[n[0] : n[1]]).split()) <= words]
+            # stated as a whole phrase: "4.7.2" is stated by "fixed in 4.7.2", not by "4.7.0" and "2 days"
+            seen = [n for n in news if f" {fold(text[n[0] : n[1]])} " in f" {history} "]
             if seen and len(seen) < len(news):
                 news = [n for n in news if n not in seen]
                 olds = olds + seen
-        # each old value goes to the nearest new value (closest pairs first), at most one each
-        distance = sorted((abs(o[0] - n[0]), j, i) for i, n in enumerate(news) for j, o in enumerate(olds))
+        # each old value goes to the nearest new value of its kind (closest pairs first), at most one each
+        distance = sorted(
+            (abs(o[0] - n[0]), j, i)
+            for i, n in enumerate(news)
+            for j, o in enumerate(olds)
+            if same_kind(text[o[0] : o[1]], text[n[0] : n[1]])
+        )
         paired: dict[int, int] = {}
         for _, j, i in distance:
             if i not in paired and j not in paired.values():

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from keproxy.corrections.model import Tagged
-from keproxy.corrections.spans import named_spans, one_fact_each, oriented, undangled
+from keproxy.corrections.spans import fold, named_spans, one_fact_each, oriented, same_kind, undangled
 from keproxy.corrections.tagging import snap_to_words
 from keproxy.corrections.understand import CorrectionUnderstanding
 from keproxy.editors.base import EditContext
@@ -216,3 +216,33 @@ def test_a_joined_value_is_compared_by_the_part_written_like_the_new_value(
     forwarded, detected = forward(understanding, [*history, ("user", "postgres is on 192.168.7.24")])
     assert detected
     assert forwarded[:2] == [text.replace("192.168.7.42", "192.168.7.24") for _, text in history]
+
+
+def tagged(text: str, values: Sequence[tuple[str, str]]) -> Tagged:
+    return Tagged(1.0, tuple((text.index(v), text.index(v) + len(v), stem) for v, stem in values))
+
+
+def test_a_new_value_the_history_states_as_a_whole_is_the_old_one(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    # "4.7.3"'s pieces (4, 7, 3) all occur in the history, but only "4.7.2" is stated there
+    text = "the fix is in 4.7.3, 4.7.2 still had the bug"
+    history = fold("broken on 4.7.0, fixed in 4.7.2. the iPad app needs 4.7.1; 3 devices")
+    pairs, _ = understanding._values(text, tagged(text, [("4.7.3", "NEW"), ("4.7.2", "NEW")]), history)
+    assert pairs == [("4.7.2", "4.7.3")]
+
+
+def test_an_old_value_pairs_only_with_a_new_value_of_its_kind(understanding: CorrectionUnderstanding) -> None:
+    text = "The first flight was 12 seconds. 59 was Wilbur's one."
+    history = fold("Orville Wright flew first; the flight lasted 59 seconds. Wilbur flew the fourth.")
+    pairs, _ = understanding._values(text, tagged(text, [("12 seconds", "NEW"), ("Wilbur", "NEW")]), history)
+    assert pairs == [(None, "12 seconds")]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "ok"),
+    [("Saturday", "Sunday 9 June", True), ("violin", "cello", True), ("3pm", "4pm", True),
+     ("Wilbur", "12 seconds", False), ("Tuesday", "4pm", False)],
+)  # fmt: skip
+def test_same_kind(old: str, new: str, ok: bool) -> None:
+    assert same_kind(old, new) is ok
