@@ -28,6 +28,7 @@ from keproxy.corrections.tagging import stale_core
 from keproxy.messages import Message
 
 __all__ = [
+    "aligned_run",
     "choose_correction",
     "find_occurrences",
     "replace_occurrences",
@@ -166,6 +167,62 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         return fitted if fitted and fitted != span else None
     aligned = _aligned(sentence, start, end, new)
     return aligned if aligned and aligned != span else None
+
+
+_EDGE = ".,;:!?()[]*\"'“”‘’"
+
+
+def aligned_run(text: str, start: int, end: int, new: str) -> tuple[int, int, str] | None:
+    """A stale span that is part of a run of words written like a short new value of several words ("Saturday"
+    of "Saturday 8 June" for "Sunday 9 June", "Lamb" of "Lamb & Flag" for "Crown & Anchor"): the run's words
+    that differ from the new value's, and the new value's words in their place, as (start, end, replacement)
+    offsets into ``text``; None when there is no such run.
+
+    The run lies in the span's sentence, holds the span, has as many words as the new value, shares at least one
+    word with it in the same place, and every word that differs is of the same kind as the new word there
+    (:func:`shape`: a number for a number, a weekday for a weekday; words and names alike) and, outside the
+    span, a value (a number, a date word or a name, not a plain lowercase word). Punctuation around
+    a word is kept ("Monday, 3 March" for "Monday 10 March" changes "3" only)."""
+    words = new.split()
+    if not 2 <= len(words) <= _SHORT:
+        return None
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    tokens = []
+    for m in _WORD.finditer(text, line_start, line_end):
+        core = m.group().strip(_EDGE)
+        if core:
+            at = m.start() + m.group().index(core)
+            tokens.append(
+                (
+                    at,
+                    at + len(core),
+                    core,
+                    any(c in ".!?" for c in m.group()[m.group().index(core) + len(core) :]),
+                )
+            )
+    inside = [i for i, (a, b, *_) in enumerate(tokens) if a < end and start < b]
+    if not inside:
+        return None
+    cores = [w.strip(_EDGE) for w in words]
+    plain = ("name", "word")
+    for w in range(max(0, inside[-1] - len(words) + 1), min(inside[0], len(tokens) - len(words)) + 1):
+        run = tokens[w : w + len(words)]
+        if any(t[3] for t in run[:-1]):  # the run crosses a sentence end
+            continue
+        same = [a[2].casefold() == b.casefold() for a, b in zip(run, cores, strict=True)]
+        kinds = all(
+            s or shape(a[2]) == shape(b) or (shape(a[2]) in plain and shape(b) in plain)
+            for s, a, b in zip(same, run, cores, strict=True)
+        )
+        differ = [k for k, s in enumerate(same) if not s]
+        # a plain lowercase word outside the span that differs: the run is not written like the new value
+        loose = any(shape(run[k][2]) == "word" and w + k not in inside for k in differ)
+        if any(same) and differ and kinds and not loose and any(not same[i - w] for i in inside):
+            first, last = differ[0], differ[-1]
+            return run[first][0], run[last][1], " ".join(cores[first : last + 1])
+    return None
 
 
 def choose_correction(span: str, context: str, corrections: Sequence[tuple[str | None, str]]) -> int:

@@ -48,7 +48,7 @@ from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.gate import CorrectionGate
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
-from keproxy.corrections.rewrite import replacement, shape, unquoted
+from keproxy.corrections.rewrite import aligned_run, replacement, shape, unquoted
 from keproxy.corrections.spans import (
     find_all,
     fold,
@@ -294,8 +294,17 @@ class CorrectionUnderstanding:
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):
             old, new = pairs[f.correction]
             start, end = whole_token(texts[f.turn], *narrow(texts[f.turn], f.start, f.end, new), new)
+            # a named old value of several words says itself which words differ (replacement's stale core)
+            run = (
+                None
+                if old and len(old.split()) > 1
+                else aligned_run(texts[f.turn], start, end, unquoted(new))
+            )
+            if run is not None:
+                start, end, after = run
+            else:
+                after = replacement(texts[f.turn], start, end, new, old)
             span = texts[f.turn][start:end]
-            after = replacement(texts[f.turn], start, end, new, old)
             taken = any(e.turn_index == f.turn and e.start < end and start < e.end for e in edits)
             if after is not None and not taken:
                 edits.append(SpanEdit(f.turn, start, end, span, after, f.correction))

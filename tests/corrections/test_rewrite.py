@@ -8,7 +8,7 @@ import random
 import pytest
 
 from keproxy.corrections.base import Correction, SpanEdit
-from keproxy.corrections.rewrite import choose_correction, replacement
+from keproxy.corrections.rewrite import aligned_run, choose_correction, replacement
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
@@ -104,3 +104,36 @@ def test_unquoted_keeps_quotes_that_belong_to_the_text() -> None:
     assert unquoted('"the room is 310"') == "the room is 310"
     said = '"You look like someone I know," she said. "But who?"'
     assert unquoted(said) == said
+
+
+@pytest.mark.parametrize(
+    ("text", "span", "new", "expected"),
+    [
+        ("Dinner is on Saturday 8 June at 7pm.", "Saturday", "Sunday 9 June", "Dinner is on Sunday 9 June at 7pm."),
+        ("Meet at the Lamb & Flag, Bridge Street.", "Lamb", "Crown & Anchor",
+         "Meet at the Crown & Anchor, Bridge Street."),
+        ("Rollout: Monday, 3 March.", "3", "Monday 10 March", "Rollout: Monday, 10 March."),
+    ],
+)  # fmt: skip
+def test_a_span_inside_a_run_written_like_the_new_value_changes_the_differing_words(
+    text: str, span: str, new: str, expected: str
+) -> None:
+    start = text.index(span)
+    run = aligned_run(text, start, start + len(span), new)
+    assert run is not None
+    a, b, after = run
+    assert text[:a] + after + text[b:] == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "span", "new"),
+    [
+        ("The meeting is at 3pm on Tuesday.", "3pm", "4pm Tuesday"),  # nothing shared in place
+        ("Limit: 10 requests allowed.", "10", "120 requests per"),  # a plain word outside the span differs
+        ("I own the f/4L. Thinking of STM", "f/4L", "f/4-7.1 STM"),  # crosses a sentence end
+        ("Dinner on Saturday\n8 June", "Saturday", "Sunday 9 June"),  # another line
+    ],
+)
+def test_no_run_where_the_words_are_not_written_like_the_new_value(text: str, span: str, new: str) -> None:
+    start = text.index(span)
+    assert aligned_run(text, start, start + len(span), new) is None
