@@ -101,6 +101,28 @@ def _carry_unit(span: str, new: str) -> str:
     return span[: m.start()] + new + span[m.end() :]
 
 
+_AMOUNT = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th)?")
+
+
+def _same_unit_joined(span: str, new: str) -> str | None:
+    """A span writing a number and its unit as one word ("5-night", "3rd-floor") under a new value writing them
+    apart ("4 nights", "4th floor"): the span with only its number changed ("4-night", "4th-floor"); None
+    when the span and the new value do not hold one number each with the new value's unit in the span."""
+    if " " in span.strip():
+        return None
+    have, want = _AMOUNT.findall(span), _AMOUNT.findall(new)
+    rest = [w.strip(".,;:!?").casefold() for w in new.split() if not _AMOUNT.search(w)]
+    if len(have) != 1 or len(want) != 1 or len(rest) != 1 or not rest[0]:
+        return None
+    unit = rest[0][:-1] if len(rest[0]) > 3 and rest[0].endswith("s") else rest[0]
+    m = _AMOUNT.search(span)
+    assert m is not None
+    tail = span[m.end() :].casefold()
+    if not re.fullmatch(r"[-\s]?" + re.escape(unit) + r"s?", tail):
+        return None
+    return span[: m.start()] + want[0] + span[m.end() :]
+
+
 def _aligned(sentence: str, start: int, end: int, new: str) -> str | None:
     """The words of ``new`` that stand where ``sentence[start:end]`` stands, by a word alignment."""
     s_words = [(m.start(), m.end()) for m in _WORD.finditer(sentence)]
@@ -154,6 +176,9 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         elif same and max(like) >= 0.6 and sorted(like)[-2] < max(like):
             new = same[like.index(max(like))]
     if len(new.split()) <= _SHORT:
+        joined = _same_unit_joined(span, new)
+        if joined is not None:
+            return joined if joined != span else None
         fitted = _strip_shared(new, sentence[:start], sentence[end:]).strip(" ,;")
         fitted = fitted.rstrip(".!?") if not span.endswith((".", "!", "?")) else fitted
         fitted = _carry_unit(span, fitted)

@@ -137,3 +137,23 @@ def test_a_span_inside_a_run_written_like_the_new_value_changes_the_differing_wo
 def test_no_run_where_the_words_are_not_written_like_the_new_value(text: str, span: str, new: str) -> None:
     start = text.index(span)
     assert aligned_run(text, start, start + len(span), new) is None
+
+
+@pytest.mark.parametrize(
+    ("sentence", "span", "new", "expected"),
+    [
+        ("Your 5-night stay starts on the 3rd.", "5-night", "4 nights", "4-night"),
+        ("a 3rd-floor walk-up", "3rd-floor", "4th floor", "4th-floor"),
+        ("the 60-litre tank", "60-litre", "120 litres", "120-litre"),
+    ],
+)
+def test_a_number_joined_to_its_unit_keeps_its_written_form(
+    sentence: str, span: str, new: str, expected: str
+) -> None:
+    start = sentence.index(span)
+    assert replacement(sentence, start, start + len(span), new) == expected
+
+
+def test_a_joined_word_of_another_unit_takes_the_new_value_as_it_is() -> None:
+    sentence = "a 5-night stay"
+    assert replacement(sentence, 2, 9, "4 weeks") == "4 weeks"
