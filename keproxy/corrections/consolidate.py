@@ -38,6 +38,7 @@ __all__ = [
     "distinctive",
     "one_fact",
     "propagate",
+    "restated",
     "standalone",
     "states",
     "support",
@@ -209,6 +210,62 @@ def current(found: Sequence[Found], texts: Sequence[str], news: Sequence[str]) -
     "125" of "125 g butter" for the new value "125 g"): where the
     chat already says the new value, the fact is right, and such a span must not win the choice of one fact."""
     return [f for f in found if f.named or not states(texts[f.turn][f.start : f.end], news[f.correction])]
+
+
+_NUMBER_WORDS = frozenset(
+    (
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+        "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty",
+        "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "once", "twice",
+    )
+)  # fmt: skip
+
+
+def restated(
+    found: Sequence[Found], texts: Sequence[str], turn_text: str, pairs: Sequence[tuple[str | None, str]]
+) -> list[Found]:
+    """``found`` without the spans, of a correction that names no old value, that cannot be the value it
+    replaces:
+
+    - a word the correcting turn itself uses as a plain lowercase word outside its new value ("allergy" for
+      "Maya's allergy is to sesame", "nonna" and "Nonna" for "the spice should be cinnamon, like my nonna's"):
+      the turn names the attribute it corrects, and that word stays (numbers and number words are values and
+      stay candidates: a turn may mention the old number, "not nine");
+    - a proper name (a word the chat capitalises where no sentence starts) for a new value written in
+      lowercase ("Maya" for "sesame"): a lowercase word does not replace a name."""
+    plain_words = {
+        m.group().casefold()
+        for m in re.finditer(r"[^\W\d_]+", turn_text)
+        if m.group().islower() and m.group() not in _NUMBER_WORDS
+    } - set(fold(pairs[0][1]).split() if len(pairs) == 1 else [])
+    out = []
+    for f in found:
+        old, new = pairs[f.correction]
+        span = texts[f.turn][f.start : f.end]
+        words = fold(span).split()
+        attribute = bool(words) and set(words) <= plain_words - set(fold(new).split())
+        name = new[:1].islower() and shape(new) == "word" and _is_name(span, [*texts, turn_text])
+        if f.named or old or not (attribute or name):
+            out.append(f)
+    return out
+
+
+def _is_name(span: str, texts: Sequence[str]) -> bool:
+    """Whether ``span`` is a capitalised word that the chat writes with its capital somewhere no sentence,
+    line or list item opens ("Maya" of "my daughter Maya (6)"; not "Charging" at the head of a list)."""
+    if shape(span) != "name" or not span[:1].isupper():
+        return False
+    return any(
+        not _opens(text, at) and standalone(text, at, at + len(span), loose=True)
+        for text in texts
+        for at in find_all(text, span)
+    )
+
+
+def _opens(text: str, start: int) -> bool:
+    """Whether ``text[start:]`` opens a sentence, a line or a list item (so its capital says nothing)."""
+    before = text[:start].rstrip(" \t*_#>-•\"'“‘(")
+    return not before or before[-1] in ".!?:\n"
 
 
 _LETTERS = re.compile(r"[^\W\d_]+")

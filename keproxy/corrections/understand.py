@@ -38,6 +38,7 @@ from keproxy.corrections.consolidate import (
     narrow,
     one_fact,
     propagate,
+    restated,
     standalone,
     support,
     typed_candidates,
@@ -288,7 +289,7 @@ class CorrectionUnderstanding:
             for f in found
             for s, e in [narrow(texts[f.turn], f.start, f.end, pairs[f.correction][1])]
         ]
-        found = current(found, texts, [new for _, new in pairs])
+        found = restated(current(found, texts, [new for _, new in pairs]), texts, texts[turn], pairs)
         found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))
         found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):

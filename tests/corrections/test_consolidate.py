@@ -11,6 +11,7 @@ from keproxy.corrections.consolidate import (
     narrow,
     one_fact,
     propagate,
+    restated,
     standalone,
     states,
     support,
@@ -178,3 +179,38 @@ def test_support_reads_the_words_of_the_spans_own_line() -> None:
     butter, cheese = Found(0, 2, 5, 0, 0.5), Found(0, 27, 30, 0, 0.5)
     turn = "the butter for the topping is wrong, 125 g"
     assert support(butter, texts, turn, "125 g") > support(cheese, texts, turn, "125 g")
+
+
+def _spans(texts: list[str], words: list[str], *, named: bool = False) -> list[Found]:
+    out = []
+    for w in words:
+        turn = next(i for i, t in enumerate(texts) if w in t)
+        at = texts[turn].index(w)
+        out.append(Found(turn, at, at + len(w), 0, 0.9, named))
+    return out
+
+
+def test_the_attribute_the_correcting_turn_names_is_not_the_stale_value() -> None:
+    texts = ["my daughter Maya (6) has a peanut allergy", "Hi! Maya has a peanut allergy."]
+    turn = "Maya's allergy is to sesame."
+    found = _spans(texts, ["allergy", "Hi! Maya"[4:], "peanut"])
+    kept = restated(found, texts, turn, [(None, "sesame")])
+    # "allergy": a word the turn uses; "Maya": a name ("my daughter Maya") for a lowercase new value
+    assert [texts[f.turn][f.start : f.end] for f in kept] == ["peanut"]
+
+
+def test_numbers_names_and_named_values_stay_candidates() -> None:
+    texts = ["Tomas was nine. The Lamb & Flag at 7pm."]
+    turn = "Tomas should be eleven, he'd be offended at nine. The Lamb & Flag closed: The Crown & Anchor"
+    found = _spans(texts, ["nine", "Lamb"])
+    assert restated(found, texts, turn, [(None, "eleven")])[0] == found[0]  # a number word
+    assert restated(found[1:], texts, turn, [(None, "Crown & Anchor")]) == found[1:]  # a name for a name
+    named = _spans(texts, ["Tomas"], named=True)
+    assert restated(named, texts, turn, [("Tomas", "Tom")]) == named  # the user named it
+
+
+def test_a_capital_at_the_head_of_a_list_item_is_not_a_name() -> None:
+    texts = ["Specs:\n- Charging: micro-USB\n- Battery: 2 h"]
+    turn = "The charging port in there is the prototype's. Production units have usb-c."
+    found = _spans(texts, ["Charging", "micro-USB"])
+    assert restated(found, texts, turn, [(None, "usb-c")]) == found[1:]  # "Charging": the attribute
