@@ -30,6 +30,7 @@ from keproxy.messages import Message
 __all__ = [
     "aligned_run",
     "choose_correction",
+    "differing_words",
     "find_occurrences",
     "replace_occurrences",
     "replacement",
@@ -248,6 +249,36 @@ def aligned_run(text: str, start: int, end: int, new: str) -> tuple[int, int, st
             first, last = differ[0], differ[-1]
             return run[first][0], run[last][1], " ".join(cores[first : last + 1])
     return None
+
+
+def differing_words(text: str, start: int, end: int, new: str) -> list[tuple[int, int, str]] | None:
+    """A restated clause ``new`` fitted into the clause ``text[start:end]`` it restates, word by word: the
+    (start, end, replacement) of each run of the clause's words that ``new`` words differently, and of each
+    run of words ``new`` adds between two words they share; the clause's words that ``new`` leaves out stay
+    (they state other facts: "Tracking says it was handed to DPD on 5 June and it's now 11 June." restated as
+    "It was handed to Evri on 5 June." changes "DPD" only). None when the two share fewer than half of the
+    new clause's words (then it is no restatement of that clause); [] when they differ in nothing."""
+    old_words = [(m.start(), m.end()) for m in _WORD.finditer(text, start, end)]
+    new_words = [(m.start(), m.end()) for m in _WORD.finditer(new)]
+    a = [text[x:y].strip(_EDGE).casefold() for x, y in old_words]
+    b = [new[x:y].strip(_EDGE).casefold() for x, y in new_words]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    shared = sum(block.size for block in matcher.get_matching_blocks())
+    if not b or shared * 2 < len(b):
+        return None
+    out: list[tuple[int, int, str]] = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "replace":
+            words = new[new_words[j1][0] : new_words[j2 - 1][1]]
+            old = text[old_words[i1][0] : old_words[i2 - 1][1]]
+            # the clause's own punctuation at the end of the run stays the clause's
+            words = words.rstrip(_EDGE) + old[len(old.rstrip(_EDGE)) :] if old.rstrip(_EDGE) else words
+            out.append((old_words[i1][0], old_words[i2 - 1][1], words))
+        elif op == "insert" and 0 < i1 < len(old_words):
+            out.append(
+                (old_words[i1][0], old_words[i1][0], new[new_words[j1][0] : new_words[j2 - 1][1]] + " ")
+            )
+    return out
 
 
 def choose_correction(span: str, context: str, corrections: Sequence[tuple[str | None, str]]) -> int:

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from keproxy.corrections.base import Correction, SpanEdit
-from keproxy.corrections.rewrite import aligned_run, choose_correction, replacement
+from keproxy.corrections.rewrite import aligned_run, choose_correction, differing_words, replacement
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
@@ -157,3 +157,31 @@ def test_a_number_joined_to_its_unit_keeps_its_written_form(
 def test_a_joined_word_of_another_unit_takes_the_new_value_as_it_is() -> None:
     sentence = "a 5-night stay"
     assert replacement(sentence, 2, 9, "4 weeks") == "4 weeks"
+
+
+def _apply(text: str, parts: list[tuple[int, int, str]]) -> str:
+    for a, b, words in sorted(parts, reverse=True):
+        text = text[:a] + words + text[b:]
+    return text
+
+
+def test_a_restated_clause_changes_only_the_words_it_words_differently() -> None:
+    text = "Tracking says it was handed to DPD on 5 June and it's now 11 June."
+    parts = differing_words(text, 0, len(text), "It was handed to Evri on 5 June.")
+    assert parts is not None
+    assert _apply(text, parts) == "Tracking says it was handed to Evri on 5 June and it's now 11 June."
+
+
+def test_a_restated_clause_keeps_the_clauses_punctuation_and_adds_inner_words() -> None:
+    text = "The last ferry leaves at 19:45. Book ahead."
+    parts = differing_words(text, 0, 31, "The last ferry leaves at 20:30.")
+    assert parts is not None and _apply(text, parts) == "The last ferry leaves at 20:30. Book ahead."
+    text = "She had a dog called Rex."
+    parts = differing_words(text, 0, len(text), "She had a black dog called Rex.")
+    assert parts is not None and _apply(text, parts) == "She had a black dog called Rex."
+
+
+def test_an_unrelated_clause_is_no_restatement() -> None:
+    text = "The weather was awful all week."
+    assert differing_words(text, 0, len(text), "It was handed to Evri on 5 June.") is None
+    assert differing_words(text, 0, len(text), "The weather was awful all week.") == []
