@@ -448,9 +448,11 @@ class CorrectionUnderstanding:
             a, b = stale_core(old, new)
             c, d = stale_core(new, old)
             for index, at in occurrences(messages, texts, turn, skip, old, fold_case=True):
-                before = texts[index][at + a : at + b]
-                if before != new[c:d]:
-                    edits.append(SpanEdit(index, at + a, at + b, before, new[c:d], k))
+                before, after = texts[index][at + a : at + b], new[c:d]
+                if not before.endswith((".", ",", ";", ":", "!", "?")):
+                    after = after.rstrip(".,;:!?")  # the sentence's own full stop stays the sentence's
+                if before != after:
+                    edits.append(SpanEdit(index, at + a, at + b, before, after, k))
         return edits
 
 

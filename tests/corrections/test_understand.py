@@ -246,3 +246,15 @@ def test_an_old_value_pairs_only_with_a_new_value_of_its_kind(understanding: Cor
 )  # fmt: skip
 def test_same_kind(old: str, new: str, ok: bool) -> None:
     assert same_kind(old, new) is ok
+
+
+def test_a_quoted_new_sentences_full_stop_does_not_land_inside_the_old_one(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    plan = "Day 3: the last ferry back to Hvar leaves at 19:45, so plan dinner on the island."
+    correction = 'Wrong. It\'s not "the last ferry back to Hvar leaves at 19:45" but "the last ferry back to Hvar leaves at 20:30."'
+    forwarded, detected = forward(
+        understanding, [("user", plan), ("assistant", "Noted."), ("user", correction)]
+    )
+    assert detected
+    assert forwarded[0] == plan.replace("19:45", "20:30")
