@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from keproxy.corrections.rewrite import shape
-from keproxy.corrections.spans import find_all, fold, numbers, skeleton
+from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.rewrite import differing_words, shape
+from keproxy.corrections.spans import find_all, fold, numbers, occurrences, skeleton
 from keproxy.corrections.tagging import widen_to_words
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "one_fact",
     "propagate",
     "restated",
+    "restated_words",
     "standalone",
     "states",
     "support",
@@ -233,11 +236,13 @@ def restated(
       stay candidates: a turn may mention the old number, "not nine");
     - a proper name (a word the chat capitalises where no sentence starts) for a new value written in
       lowercase ("Maya" for "sesame"): a lowercase word does not replace a name."""
+    # whole words only: "calc" of the turn's "calc_total" is part of a value, not a plain word
     plain_words = {
-        m.group().casefold()
-        for m in re.finditer(r"[^\W\d_]+", turn_text)
-        if m.group().islower() and m.group() not in _NUMBER_WORDS
-    } - set(fold(pairs[0][1]).split() if len(pairs) == 1 else [])
+        word
+        for token in turn_text.split()
+        for word in [token.strip(_MARKS + "’‘“”-—")]
+        if word.isalpha() and word.islower() and word not in _NUMBER_WORDS
+    }
     out = []
     for f in found:
         old, new = pairs[f.correction]
@@ -354,3 +359,33 @@ def copies(
                 wide or sentence_score(turn, at) >= min_score
             ):
                 yield turn, at, end
+
+
+def restated_words(
+    messages: Sequence[Mapping[str, Any]],
+    texts: Sequence[str],
+    turn: int,
+    skip: set[int],
+    whole: Sequence[SpanEdit],
+) -> list[SpanEdit]:
+    """Whole-clause edits (a clause replaced by the clause a correction restates) narrowed to the words the
+    restated clause changes (:func:`~keproxy.corrections.rewrite.differing_words`; the clause's other words
+    stay), and a changed word that is :func:`distinctive` ("DPD") changed wherever the user and assistant turns
+    before ``turn`` (not in ``skip``) state it as a whole word."""
+    out: list[SpanEdit] = []
+    for e in whole:
+        text = texts[e.turn_index]
+        parts = differing_words(text, e.start, e.end, e.after)
+        if parts is None:
+            out.append(e)
+            continue
+        out += [SpanEdit(e.turn_index, x, y, text[x:y], w, e.correction) for x, y, w in parts]
+    for e in list(out):
+        if len(e.before.split()) != 1 or not distinctive(e.before):
+            continue
+        for index, at in occurrences(messages, texts, turn, skip, e.before, fold_case=False):
+            end = at + len(e.before)
+            free = not any(o.turn_index == index and o.start < end and at < o.end for o in out)
+            if free and standalone(texts[index], at, end, loose=False):
+                out.append(SpanEdit(index, at, end, e.before, e.after, e.correction))
+    return out

@@ -35,11 +35,11 @@ from keproxy.corrections.consolidate import (
     Found,
     copies,
     current,
-    distinctive,
     narrow,
     one_fact,
     propagate,
     restated,
+    restated_words,
     standalone,
     support,
     typed_candidates,
@@ -50,7 +50,7 @@ from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.gate import CorrectionGate
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
-from keproxy.corrections.rewrite import aligned_run, differing_words, replacement, shape, unquoted
+from keproxy.corrections.rewrite import aligned_run, replacement, shape, unquoted
 from keproxy.corrections.spans import (
     find_all,
     fold,
@@ -302,6 +302,7 @@ class CorrectionUnderstanding:
                 if old and len(old.split()) > 1
                 else aligned_run(texts[f.turn], start, end, unquoted(new))
             )
+            after: str | None
             if run is not None:
                 start, end, after = run
             else:
@@ -394,38 +395,8 @@ class CorrectionUnderstanding:
                     for index, at in occurrences(messages, texts, turn, skip, before, fold_case=False):
                         if (index, at) != (span.turn_index, span.start):
                             found.append(SpanEdit(index, at, at + len(before), before, after, k))
-                return self._fitted(messages, texts, turn, skip, found)
+                return restated_words(messages, texts, turn, skip, found)
         return []
-
-    @staticmethod
-    def _fitted(
-        messages: Sequence[Mapping[str, Any]],
-        texts: Sequence[str],
-        turn: int,
-        skip: set[int],
-        whole: Sequence[SpanEdit],
-    ) -> list[SpanEdit]:
-        """Whole-clause edits narrowed to the words the restated clause changes
-        (:func:`~keproxy.corrections.rewrite.differing_words`; the clause's other words stay), and a changed
-        word that is :func:`~keproxy.corrections.consolidate.distinctive` ("DPD") changed wherever the earlier
-        turns state it."""
-        out: list[SpanEdit] = []
-        for e in whole:
-            text = texts[e.turn_index]
-            parts = differing_words(text, e.start, e.end, e.after)
-            if parts is None:
-                out.append(e)
-                continue
-            out += [SpanEdit(e.turn_index, x, y, text[x:y], w, e.correction) for x, y, w in parts]
-        for e in list(out):
-            if len(e.before.split()) != 1 or not distinctive(e.before):
-                continue
-            for index, at in occurrences(messages, texts, turn, skip, e.before, fold_case=False):
-                end = at + len(e.before)
-                free = not any(o.turn_index == index and o.start < end and at < o.end for o in out)
-                if free and standalone(texts[index], at, end, loose=False):
-                    out.append(SpanEdit(index, at, end, e.before, e.after, e.correction))
-        return out
 
     def _quoted(
         self,
