@@ -195,6 +195,11 @@ class CorrectionUnderstanding:
             if same_kind(text[o[0] : o[1]], text[n[0] : n[1]])
         )
         paired: dict[int, int] = {}
+        if len(news) == len(olds) >= 2 and (olds[0][0] > news[-1][1] or news[0][0] > olds[-1][1]):
+            # two lists in the same order ("30 tablets with 2 refills, not 90 and 3"): first with first
+            distance = [
+                (0, i, i) for i in range(len(news)) if same_kind(text[slice(*olds[i])], text[slice(*news[i])])
+            ]
         for _, j, i in distance:
             if i not in paired and j not in paired.values():
                 paired[i] = j

@@ -258,3 +258,14 @@ def test_a_quoted_new_sentences_full_stop_does_not_land_inside_the_old_one(
     )
     assert detected
     assert forwarded[0] == plan.replace("19:45", "20:30")
+
+
+def test_two_value_lists_in_the_same_order_pair_first_with_first(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    text = "the letter says 30 tablets with 2 refills, not 90 and 3"
+    spans = [(text.index(v), text.index(v) + len(v), "NEW") for v in ("30 tablets", "2 refills")]
+    spans += [(text.index("90"), text.index("90") + 2, "OLD"), (len(text) - 1, len(text), "OLD")]
+    result = Tagged(1.0, tuple(spans))
+    pairs, _ = understanding._values(text, result, fold("90 tablets, 3 refills remaining"))
+    assert pairs == [("90", "30 tablets"), ("3", "2 refills")]
