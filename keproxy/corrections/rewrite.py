@@ -165,6 +165,11 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
             if not span.endswith((".", ",", ";", ":", "!", "?")):
                 core_new = core_new.rstrip(".,;:!?")  # the sentence's own full stop stays the sentence's
             if core_old.casefold() == span.casefold() and core_new and core_new != span:
+                words = list(_WORD.finditer(span))
+                kind = [m for m in words if shape(m.group()) == shape(core_new)]
+                if len(core_new.split()) == 1 and len(words) > 1 and len(kind) == 1:
+                    # "flat 3B" named, "3D" said: the one word of the new value's kind changes, "flat" stays
+                    return span[: kind[0].start()] + core_new + span[kind[0].end() :]
                 return core_new
     if old and len(old.split()) == 1 and span.casefold() == old.casefold() and len(new.split()) > 1:
         # "27" named, "number 72" said: the one word of the new value that has the old value's kind

@@ -185,3 +185,11 @@ def test_an_unrelated_clause_is_no_restatement() -> None:
     text = "The weather was awful all week."
     assert differing_words(text, 0, len(text), "It was handed to Evri on 5 June.") is None
     assert differing_words(text, 0, len(text), "The weather was awful all week.") == []
+
+
+def test_a_named_old_value_keeps_its_words_a_one_word_new_value_does_not_replace() -> None:
+    sentence = "You're in flat 3B on the second floor."
+    start = sentence.index("flat 3B")
+    assert replacement(sentence, start, start + 7, "3D", "flat 3B") == "flat 3D"
+    # no single word of the new value's kind: the new value replaces the named words
+    assert replacement("in Room 204 at 3pm", 3, 11, "library", "Room 204") == "library"
