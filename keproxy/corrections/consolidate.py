@@ -368,24 +368,26 @@ def restated_words(
     skip: set[int],
     whole: Sequence[SpanEdit],
 ) -> list[SpanEdit]:
-    """Whole-clause edits (a clause replaced by the clause a correction restates) narrowed to the words the
-    restated clause changes (:func:`~keproxy.corrections.rewrite.differing_words`; the clause's other words
-    stay), and a changed word that is :func:`distinctive` ("DPD") changed wherever the user and assistant turns
-    before ``turn`` (not in ``skip``) state it as a whole word."""
+    """Whole-clause edits (a clause replaced by the clause a correction restates) narrowed to the words from
+    the first to the last word the two share (:func:`~keproxy.corrections.rewrite.differing_words`; the
+    clause's leading and trailing words the restatement lacks stay), and a single word the restatement changes
+    that is :func:`distinctive` ("DPD" -> "Evri") changed wherever the user and assistant turns before
+    ``turn`` (not in ``skip``) state it as a whole word."""
     out: list[SpanEdit] = []
+    words: list[tuple[str, str, int]] = []
     for e in whole:
         text = texts[e.turn_index]
-        parts = differing_words(text, e.start, e.end, e.after)
-        if parts is None:
+        fitted = differing_words(text, e.start, e.end, e.after)
+        if fitted is None:
             out.append(e)
             continue
-        out += [SpanEdit(e.turn_index, x, y, text[x:y], w, e.correction) for x, y, w in parts]
-    for e in list(out):
-        if len(e.before.split()) != 1 or not distinctive(e.before):
-            continue
-        for index, at in occurrences(messages, texts, turn, skip, e.before, fold_case=False):
-            end = at + len(e.before)
+        (x, y, after), changed = fitted
+        out.append(SpanEdit(e.turn_index, x, y, text[x:y], after, e.correction))
+        words += [(old, new, e.correction) for old, new in changed if distinctive(old)]
+    for old, new, k in words:
+        for index, at in occurrences(messages, texts, turn, skip, old, fold_case=False):
+            end = at + len(old)
             free = not any(o.turn_index == index and o.start < end and at < o.end for o in out)
             if free and standalone(texts[index], at, end, loose=False):
-                out.append(SpanEdit(index, at, end, e.before, e.after, e.correction))
+                out.append(SpanEdit(index, at, end, old, new, k))
     return out

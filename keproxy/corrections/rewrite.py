@@ -256,34 +256,48 @@ def aligned_run(text: str, start: int, end: int, new: str) -> tuple[int, int, st
     return None
 
 
-def differing_words(text: str, start: int, end: int, new: str) -> list[tuple[int, int, str]] | None:
+def differing_words(
+    text: str, start: int, end: int, new: str
+) -> tuple[tuple[int, int, str], list[tuple[str, str]]] | None:
     """A restated clause ``new`` fitted into the clause ``text[start:end]`` it restates, word by word: the
-    (start, end, replacement) of each run of the clause's words that ``new`` words differently, and of each
-    run of words ``new`` adds between two words they share; the clause's words that ``new`` leaves out stay
-    (they state other facts: "Tracking says it was handed to DPD on 5 June and it's now 11 June." restated as
-    "It was handed to Evri on 5 June." changes "DPD" only). None when the two share fewer than half of the
-    new clause's words (then it is no restatement of that clause); [] when they differ in nothing."""
+    clause's leading and trailing words that ``new`` does not have stay (they state other facts: "Tracking says
+    it was handed to DPD on 5 June and it's now 11 June." restated as "It was handed to Evri on 5 June." keeps
+    "Tracking says" and "and it's now 11 June."), and the words from the first to the last word the two share
+    become ``new`` (a capital or final full stop that does not fit where it lands is dropped).
+
+    Returns ((start, end, replacement) into ``text``, [(old word, new word)] for each single word ``new``
+    words differently); None when the two share fewer than three in four of the new clause's words (a restatement
+    that rewords the clause replaces it whole: its own words may restate the ones around) or no leading or trailing words stay (the whole clause is replaced)."""
     old_words = [(m.start(), m.end()) for m in _WORD.finditer(text, start, end)]
     new_words = [(m.start(), m.end()) for m in _WORD.finditer(new)]
     a = [text[x:y].strip(_EDGE).casefold() for x, y in old_words]
     b = [new[x:y].strip(_EDGE).casefold() for x, y in new_words]
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    shared = sum(block.size for block in matcher.get_matching_blocks())
-    if not b or shared * 2 < len(b):
+    blocks = [m for m in matcher.get_matching_blocks() if m.size]
+    if not b or sum(m.size for m in blocks) * 4 < len(b) * 3:
         return None
-    out: list[tuple[int, int, str]] = []
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "replace":
-            words = new[new_words[j1][0] : new_words[j2 - 1][1]]
-            old = text[old_words[i1][0] : old_words[i2 - 1][1]]
-            # the clause's own punctuation at the end of the run stays the clause's
-            words = words.rstrip(_EDGE) + old[len(old.rstrip(_EDGE)) :] if old.rstrip(_EDGE) else words
-            out.append((old_words[i1][0], old_words[i2 - 1][1], words))
-        elif op == "insert" and 0 < i1 < len(old_words):
-            out.append(
-                (old_words[i1][0], old_words[i1][0], new[new_words[j1][0] : new_words[j2 - 1][1]] + " ")
-            )
-    return out
+    first, last = blocks[0], blocks[-1]
+    lo = first.a if first.b == 0 else 0  # leading words only the clause has stay
+    hi = last.a + last.size if last.b + last.size == len(b) else len(a)  # and trailing ones
+    if lo == 0 and hi == len(a):
+        return None
+    x, y = old_words[lo][0], old_words[hi - 1][1]
+    if text[x:y].rstrip(_EDGE) != text[x:y] and new[len(new.rstrip(_EDGE)) :] == "":
+        y = x + len(text[x:y].rstrip(_EDGE))  # the clause keeps its own punctuation after the last word
+    after = new
+    if not text[y:end].startswith((".", "!", "?")) and y < end:
+        after = after.rstrip(".!?")  # the sentence goes on
+    if lo > 0 and after[:1].isupper() and text[x : x + 1].islower():
+        after = after[0].lower() + after[1:]  # no longer the start of the sentence
+    pairs = [
+        (
+            text[old_words[i1][0] : old_words[i1][1]].strip(_EDGE),
+            new[new_words[j1][0] : new_words[j1][1]].strip(_EDGE),
+        )
+        for op, i1, i2, j1, j2 in matcher.get_opcodes()
+        if op == "replace" and i2 - i1 == 1 and j2 - j1 == 1
+    ]
+    return (x, y, after), pairs
 
 
 def choose_correction(span: str, context: str, corrections: Sequence[tuple[str | None, str]]) -> int:
