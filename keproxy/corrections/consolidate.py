@@ -24,20 +24,26 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from keproxy.corrections.rewrite import shape
-from keproxy.corrections.spans import find_all, skeleton
+from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.rewrite import differing_words, shape
+from keproxy.corrections.spans import find_all, fold, numbers, occurrences, skeleton
 from keproxy.corrections.tagging import widen_to_words
 
 __all__ = [
     "Found",
     "copies",
+    "current",
     "distinctive",
     "one_fact",
     "propagate",
+    "restated",
+    "restated_words",
     "standalone",
+    "states",
     "support",
     "typed_candidates",
     "value_key",
@@ -110,13 +116,13 @@ _MARKS = ".,;:!?()*`'\""
 
 def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
     """How well a tagged span (of a correction that does not name its old value) fits it: the tagger's
-    weight, plus the share of the correcting turn's words found within five words of the span (the same
-    attribute: "box height" by "Height: 55 cm"), plus written-form agreement with the new value (same digits
+    weight, plus the share of the correcting turn's words found within five words of the span on its line (the
+    same attribute: "box height" by "Height: 55 cm"; a list item's neighbours are other facts), plus written-form agreement with the new value (same digits
     pattern, "3.14" for "3.41"; characters in common)."""
     text = texts[f.turn]
     span = text[f.start : f.end]
-    left = text[max(0, f.start - 60) : f.start].split()[-5:]
-    right = text[f.end : f.end + 60].split()[:5]
+    left = text[max(0, f.start - 60) : f.start].rpartition("\n")[2].split()[-5:]
+    right = text[f.end : f.end + 60].partition("\n")[0].split()[:5]
     near = _stems(" ".join(left + right))
     asked = _stems(turn_text) - _stems(new)
     context = len(near & asked) / max(1, min(len(asked), 6))
@@ -202,6 +208,88 @@ def whole_token(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     return start, end
 
 
+def current(found: Sequence[Found], texts: Sequence[str], news: Sequence[str]) -> list[Found]:
+    """``found`` without the spans that already state their correction's new value (:func:`states`: the tagged
+    "125" of "125 g butter" for the new value "125 g"): where the
+    chat already says the new value, the fact is right, and such a span must not win the choice of one fact."""
+    return [f for f in found if f.named or not states(texts[f.turn][f.start : f.end], news[f.correction])]
+
+
+_NUMBER_WORDS = frozenset(
+    (
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+        "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty",
+        "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "once", "twice",
+    )
+)  # fmt: skip
+
+
+def restated(
+    found: Sequence[Found], texts: Sequence[str], turn_text: str, pairs: Sequence[tuple[str | None, str]]
+) -> list[Found]:
+    """``found`` without the spans, of a correction that names no old value, that cannot be the value it
+    replaces:
+
+    - a word the correcting turn itself uses as a plain lowercase word outside its new value ("allergy" for
+      "Maya's allergy is to sesame", "nonna" and "Nonna" for "the spice should be cinnamon, like my nonna's"):
+      the turn names the attribute it corrects, and that word stays (numbers and number words are values and
+      stay candidates: a turn may mention the old number, "not nine");
+    - a proper name (a word the chat capitalises where no sentence starts) for a new value written in
+      lowercase ("Maya" for "sesame"): a lowercase word does not replace a name."""
+    # whole words only: "calc" of the turn's "calc_total" is part of a value, not a plain word
+    plain_words = {
+        word
+        for token in turn_text.split()
+        for word in [token.strip(_MARKS + "’‘“”-—")]
+        if word.isalpha() and word.islower() and word not in _NUMBER_WORDS
+    }
+    out = []
+    for f in found:
+        old, new = pairs[f.correction]
+        span = texts[f.turn][f.start : f.end]
+        words = fold(span).split()
+        attribute = bool(words) and set(words) <= plain_words - set(fold(new).split())
+        name = new[:1].islower() and shape(new) == "word" and _is_name(span, [*texts, turn_text])
+        if f.named or old or not (attribute or name):
+            out.append(f)
+    return out
+
+
+def _is_name(span: str, texts: Sequence[str]) -> bool:
+    """Whether ``span`` is a capitalised word that the chat writes with its capital somewhere no sentence,
+    line or list item opens ("Maya" of "my daughter Maya (6)"; not "Charging" at the head of a list)."""
+    if shape(span) != "name" or not span[:1].isupper():
+        return False
+    return any(
+        not _opens(text, at) and standalone(text, at, at + len(span), loose=True)
+        for text in texts
+        for at in find_all(text, span)
+    )
+
+
+def _opens(text: str, start: int) -> bool:
+    """Whether ``text[start:]`` opens a sentence, a line or a list item (so its capital says nothing)."""
+    before = text[:start].rstrip(" \t*_#>-•\"'“‘(")
+    return not before or before[-1] in ".!?:\n"
+
+
+_LETTERS = re.compile(r"[^\W\d_]+")
+
+
+def states(span: str, new: str) -> bool:
+    """Whether ``span`` already says the value ``new``: the same folded words, or the same numbers
+    (:func:`~keproxy.corrections.spans.numbers`: "1,050" is "1050.00") with no letters the new value lacks
+    ("125" and "125 g"; "3A" does not state "3B")."""
+    if fold(span) == fold(new):
+        return True
+    same = numbers(span)
+    return (
+        bool(same)
+        and same == numbers(new)
+        and set(_LETTERS.findall(span.casefold())) <= set(_LETTERS.findall(new.casefold()))
+    )
+
+
 def one_fact(
     found: Sequence[Found], texts: Sequence[str], fit: Callable[[Found], float], *, margin: float = 0.2
 ) -> list[Found]:
@@ -271,3 +359,35 @@ def copies(
                 wide or sentence_score(turn, at) >= min_score
             ):
                 yield turn, at, end
+
+
+def restated_words(
+    messages: Sequence[Mapping[str, Any]],
+    texts: Sequence[str],
+    turn: int,
+    skip: set[int],
+    whole: Sequence[SpanEdit],
+) -> list[SpanEdit]:
+    """Whole-clause edits (a clause replaced by the clause a correction restates) narrowed to the words from
+    the first to the last word the two share (:func:`~keproxy.corrections.rewrite.differing_words`; the
+    clause's leading and trailing words the restatement lacks stay), and a single word the restatement changes
+    that is :func:`distinctive` ("DPD" -> "Evri") changed wherever the user and assistant turns before
+    ``turn`` (not in ``skip``) state it as a whole word."""
+    out: list[SpanEdit] = []
+    words: list[tuple[str, str, int]] = []
+    for e in whole:
+        text = texts[e.turn_index]
+        fitted = differing_words(text, e.start, e.end, e.after)
+        if fitted is None:
+            out.append(e)
+            continue
+        (x, y, after), changed = fitted
+        out.append(SpanEdit(e.turn_index, x, y, text[x:y], after, e.correction))
+        words += [(old, new, e.correction) for old, new in changed if distinctive(old)]
+    for old, new, k in words:
+        for index, at in occurrences(messages, texts, turn, skip, old, fold_case=False):
+            end = at + len(old)
+            free = not any(o.turn_index == index and o.start < end and at < o.end for o in out)
+            if free and standalone(texts[index], at, end, loose=False):
+                out.append(SpanEdit(index, at, end, old, new, k))
+    return out

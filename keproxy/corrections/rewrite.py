@@ -28,7 +28,9 @@ from keproxy.corrections.tagging import stale_core
 from keproxy.messages import Message
 
 __all__ = [
+    "aligned_run",
     "choose_correction",
+    "differing_words",
     "find_occurrences",
     "replace_occurrences",
     "replacement",
@@ -100,6 +102,28 @@ def _carry_unit(span: str, new: str) -> str:
     return span[: m.start()] + new + span[m.end() :]
 
 
+_AMOUNT = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th)?")
+
+
+def _same_unit_joined(span: str, new: str) -> str | None:
+    """A span writing a number and its unit as one word ("5-night", "3rd-floor") under a new value writing them
+    apart ("4 nights", "4th floor"): the span with only its number changed ("4-night", "4th-floor"); None
+    when the span and the new value do not hold one number each with the new value's unit in the span."""
+    if " " in span.strip():
+        return None
+    have, want = _AMOUNT.findall(span), _AMOUNT.findall(new)
+    rest = [w.strip(".,;:!?").casefold() for w in new.split() if not _AMOUNT.search(w)]
+    if len(have) != 1 or len(want) != 1 or len(rest) != 1 or not rest[0]:
+        return None
+    unit = rest[0][:-1] if len(rest[0]) > 3 and rest[0].endswith("s") else rest[0]
+    m = _AMOUNT.search(span)
+    assert m is not None
+    tail = span[m.end() :].casefold()
+    if not re.fullmatch(r"[-\s]?" + re.escape(unit) + r"s?", tail):
+        return None
+    return span[: m.start()] + want[0] + span[m.end() :]
+
+
 def _aligned(sentence: str, start: int, end: int, new: str) -> str | None:
     """The words of ``new`` that stand where ``sentence[start:end]`` stands, by a word alignment."""
     s_words = [(m.start(), m.end()) for m in _WORD.finditer(sentence)]
@@ -141,6 +165,11 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
             if not span.endswith((".", ",", ";", ":", "!", "?")):
                 core_new = core_new.rstrip(".,;:!?")  # the sentence's own full stop stays the sentence's
             if core_old.casefold() == span.casefold() and core_new and core_new != span:
+                words = list(_WORD.finditer(span))
+                kind = [m for m in words if shape(m.group()) == shape(core_new)]
+                if len(core_new.split()) == 1 and len(words) > 1 and len(kind) == 1:
+                    # "flat 3B" named, "3D" said: the one word of the new value's kind changes, "flat" stays
+                    return span[: kind[0].start()] + core_new + span[kind[0].end() :]
                 return core_new
     if old and len(old.split()) == 1 and span.casefold() == old.casefold() and len(new.split()) > 1:
         # "27" named, "number 72" said: the one word of the new value that has the old value's kind
@@ -153,6 +182,9 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         elif same and max(like) >= 0.6 and sorted(like)[-2] < max(like):
             new = same[like.index(max(like))]
     if len(new.split()) <= _SHORT:
+        joined = _same_unit_joined(span, new)
+        if joined is not None:
+            return joined if joined != span else None
         fitted = _strip_shared(new, sentence[:start], sentence[end:]).strip(" ,;")
         fitted = fitted.rstrip(".!?") if not span.endswith((".", "!", "?")) else fitted
         fitted = _carry_unit(span, fitted)
@@ -166,6 +198,106 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         return fitted if fitted and fitted != span else None
     aligned = _aligned(sentence, start, end, new)
     return aligned if aligned and aligned != span else None
+
+
+_EDGE = ".,;:!?()[]*\"'“”‘’"
+
+
+def aligned_run(text: str, start: int, end: int, new: str) -> tuple[int, int, str] | None:
+    """A stale span that is part of a run of words written like a short new value of several words ("Saturday"
+    of "Saturday 8 June" for "Sunday 9 June", "Lamb" of "Lamb & Flag" for "Crown & Anchor"): the run's words
+    that differ from the new value's, and the new value's words in their place, as (start, end, replacement)
+    offsets into ``text``; None when there is no such run.
+
+    The run lies in the span's sentence, holds the span, has as many words as the new value, shares at least one
+    word with it in the same place, and every word that differs is of the same kind as the new word there
+    (:func:`shape`: a number for a number, a weekday for a weekday; words and names alike) and, outside the
+    span, a value (a number, a date word or a name, not a plain lowercase word). Punctuation around
+    a word is kept ("Monday, 3 March" for "Monday 10 March" changes "3" only)."""
+    words = new.split()
+    if not 2 <= len(words) <= _SHORT:
+        return None
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    tokens = []
+    for m in _WORD.finditer(text, line_start, line_end):
+        core = m.group().strip(_EDGE)
+        if core:
+            at = m.start() + m.group().index(core)
+            tokens.append(
+                (
+                    at,
+                    at + len(core),
+                    core,
+                    any(c in ".!?" for c in m.group()[m.group().index(core) + len(core) :]),
+                )
+            )
+    inside = [i for i, (a, b, *_) in enumerate(tokens) if a < end and start < b]
+    if not inside:
+        return None
+    cores = [w.strip(_EDGE) for w in words]
+    plain = ("name", "word")
+    for w in range(max(0, inside[-1] - len(words) + 1), min(inside[0], len(tokens) - len(words)) + 1):
+        run = tokens[w : w + len(words)]
+        if any(t[3] for t in run[:-1]):  # the run crosses a sentence end
+            continue
+        same = [a[2].casefold() == b.casefold() for a, b in zip(run, cores, strict=True)]
+        kinds = all(
+            s or shape(a[2]) == shape(b) or (shape(a[2]) in plain and shape(b) in plain)
+            for s, a, b in zip(same, run, cores, strict=True)
+        )
+        differ = [k for k, s in enumerate(same) if not s]
+        # a plain lowercase word outside the span that differs: the run is not written like the new value
+        loose = any(shape(run[k][2]) == "word" and w + k not in inside for k in differ)
+        if any(same) and differ and kinds and not loose and any(not same[i - w] for i in inside):
+            first, last = differ[0], differ[-1]
+            return run[first][0], run[last][1], " ".join(cores[first : last + 1])
+    return None
+
+
+def differing_words(
+    text: str, start: int, end: int, new: str
+) -> tuple[tuple[int, int, str], list[tuple[str, str]]] | None:
+    """A restated clause ``new`` fitted into the clause ``text[start:end]`` it restates, word by word: the
+    clause's leading and trailing words that ``new`` does not have stay (they state other facts: "Tracking says
+    it was handed to DPD on 5 June and it's now 11 June." restated as "It was handed to Evri on 5 June." keeps
+    "Tracking says" and "and it's now 11 June."), and the words from the first to the last word the two share
+    become ``new`` (a capital or final full stop that does not fit where it lands is dropped).
+
+    Returns ((start, end, replacement) into ``text``, [(old word, new word)] for each single word ``new``
+    words differently); None when the two share fewer than three in four of the new clause's words (a restatement
+    that rewords the clause replaces it whole: its own words may restate the ones around) or no leading or trailing words stay (the whole clause is replaced)."""
+    old_words = [(m.start(), m.end()) for m in _WORD.finditer(text, start, end)]
+    new_words = [(m.start(), m.end()) for m in _WORD.finditer(new)]
+    a = [text[x:y].strip(_EDGE).casefold() for x, y in old_words]
+    b = [new[x:y].strip(_EDGE).casefold() for x, y in new_words]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    blocks = [m for m in matcher.get_matching_blocks() if m.size]
+    if not b or sum(m.size for m in blocks) * 4 < len(b) * 3:
+        return None
+    first, last = blocks[0], blocks[-1]
+    lo = first.a if first.b == 0 else 0  # leading words only the clause has stay
+    hi = last.a + last.size if last.b + last.size == len(b) else len(a)  # and trailing ones
+    if lo == 0 and hi == len(a):
+        return None
+    x, y = old_words[lo][0], old_words[hi - 1][1]
+    if text[x:y].rstrip(_EDGE) != text[x:y] and new[len(new.rstrip(_EDGE)) :] == "":
+        y = x + len(text[x:y].rstrip(_EDGE))  # the clause keeps its own punctuation after the last word
+    after = new
+    if not text[y:end].startswith((".", "!", "?")) and y < end:
+        after = after.rstrip(".!?")  # the sentence goes on
+    if lo > 0 and after[:1].isupper() and text[x : x + 1].islower():
+        after = after[0].lower() + after[1:]  # no longer the start of the sentence
+    pairs = [
+        (
+            text[old_words[i1][0] : old_words[i1][1]].strip(_EDGE),
+            new[new_words[j1][0] : new_words[j1][1]].strip(_EDGE),
+        )
+        for op, i1, i2, j1, j2 in matcher.get_opcodes()
+        if op == "replace" and i2 - i1 == 1 and j2 - j1 == 1
+    ]
+    return (x, y, after), pairs
 
 
 def choose_correction(span: str, context: str, corrections: Sequence[tuple[str | None, str]]) -> int:

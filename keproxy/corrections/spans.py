@@ -21,10 +21,12 @@ __all__ = [
     "fold",
     "grounded",
     "named_spans",
+    "numbers",
     "occurrences",
     "one_fact_each",
     "oriented",
     "same_form",
+    "same_kind",
     "skeleton",
     "undangled",
 ]
@@ -88,16 +90,47 @@ def find_all(text: str, needle: str) -> Iterator[int]:
         at = text.find(needle, at + len(needle))
 
 
+_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers ``text`` states, written one way: thousands separators dropped and trailing decimal zeros
+    dropped ("€1,050.00" -> {"1050"}, "7.50" -> {"7.5"}, "3 to 14" -> {"3", "14"})."""
+    out = set()
+    for m in _NUMBER.finditer(text):
+        value = m.group().replace(",", "")
+        if "." in value:
+            value = value.rstrip("0").rstrip(".")
+        out.add(value.lstrip("0") or "0")
+    return out
+
+
 def fits(span: str, old: str | None, new: str) -> bool:
     """Whether a tagged stale span can be what the correction replaces: a short named old value must overlap
-    it; otherwise it must be of the new value's kind (a number for a number, a name for a name...), unless the
+    it, and a span with numbers may state no number the old value does not (:func:`numbers`: "7.00" is the
+    "€7" named, "17.50" and "7.00 = €14.00" are not); otherwise it must be of the new value's kind (a number for a number, a name for a name...), unless the
     new value restates a clause (then the words may be anything)."""
     if old and len(old.split()) <= 2:
+        if _DIGITS.search(old) and _DIGITS.search(span):
+            return numbers(span) <= numbers(old)
         a, b = fold(span), fold(old)
         return bool(a) and (a in b or b in a)
     if len(new.split()) >= 5:
         return True
     return shape(span) == shape(new) or (shape(span) in ("name", "word") and shape(new) in ("name", "word"))
+
+
+def same_kind(old: str, new: str) -> bool:
+    """Whether ``old`` can be the value ``new`` replaces: of the new value's kind
+    (:func:`~keproxy.corrections.rewrite.shape`), or of the kind of one of its words ("Saturday" for "Sunday 9
+    June"), or both words or names ("violin" for "cello"); a name is not what "12 seconds" replaces."""
+    kind = shape(old)
+    plain = ("name", "word")
+    return (
+        kind == shape(new)
+        or any(shape(w) == kind for w in new.split())
+        or (kind in plain and shape(new) in plain)
+    )
 
 
 def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[tuple[int, int, int]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,9 +34,12 @@ from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.consolidate import (
     Found,
     copies,
+    current,
     narrow,
     one_fact,
     propagate,
+    restated,
+    restated_words,
     standalone,
     support,
     typed_candidates,
@@ -46,7 +50,7 @@ from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.gate import CorrectionGate
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
-from keproxy.corrections.rewrite import replacement, shape, unquoted
+from keproxy.corrections.rewrite import aligned_run, replacement, shape, unquoted
 from keproxy.corrections.spans import (
     find_all,
     fold,
@@ -56,6 +60,7 @@ from keproxy.corrections.spans import (
     one_fact_each,
     oriented,
     same_form,
+    same_kind,
 )
 from keproxy.corrections.tagging import (
     candidate_sentences,
@@ -201,14 +206,24 @@ class CorrectionUnderstanding:
         olds = [(a, b) for a, b, stem in spans if stem == "OLD"]
         if len(news) > 1 and history:
             # a "new" value the history already states is the old one ("I wrote 9 cups, meant 7")
-            words = set(history.split())
-            seen = [n for n in news if set(fold(text[n[0] : n[1]]).split()) <= words]
+            # stated as a whole phrase: "4.7.2" is stated by "fixed in 4.7.2", not by "4.7.0" and "2 days"
+            seen = [n for n in news if f" {fold(text[n[0] : n[1]])} " in f" {history} "]
             if seen and len(seen) < len(news):
                 news = [n for n in news if n not in seen]
                 olds = olds + seen
-        # each old value goes to the nearest new value (closest pairs first), at most one each
-        distance = sorted((abs(o[0] - n[0]), j, i) for i, n in enumerate(news) for j, o in enumerate(olds))
+        # each old value goes to the nearest new value of its kind (closest pairs first), at most one each
+        distance = sorted(
+            (abs(o[0] - n[0]), j, i)
+            for i, n in enumerate(news)
+            for j, o in enumerate(olds)
+            if same_kind(text[o[0] : o[1]], text[n[0] : n[1]])
+        )
         paired: dict[int, int] = {}
+        if len(news) == len(olds) >= 2 and (olds[0][0] > news[-1][1] or news[0][0] > olds[-1][1]):
+            # two lists in the same order ("30 tablets with 2 refills, not 90 and 3"): first with first
+            distance = [
+                (0, i, i) for i in range(len(news)) if same_kind(text[slice(*olds[i])], text[slice(*news[i])])
+            ]
         for _, j, i in distance:
             if i not in paired and j not in paired.values():
                 paired[i] = j
@@ -298,13 +313,30 @@ class CorrectionUnderstanding:
             i for i in range(turn) if i not in skip and messages[i].get("role") in ("user", "assistant")
         ]  # fmt: skip
         found += self._named_anywhere(texts, turns, pairs, found, sentence_score)
+        # a span joining several values ("10.0.4.71:6379") states the part written like the new value
+        found = [
+            replace(f, start=s, end=e)
+            for f in found
+            for s, e in [narrow(texts[f.turn], f.start, f.end, pairs[f.correction][1])]
+        ]
+        found = restated(current(found, texts, [new for _, new in pairs]), texts, texts[turn], pairs)
         found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))
         found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):
             old, new = pairs[f.correction]
             start, end = whole_token(texts[f.turn], *narrow(texts[f.turn], f.start, f.end, new), new)
+            # a named old value of several words says itself which words differ (replacement's stale core)
+            run = (
+                None
+                if old and len(old.split()) > 1
+                else aligned_run(texts[f.turn], start, end, unquoted(new))
+            )
+            after: str | None
+            if run is not None:
+                start, end, after = run
+            else:
+                after = replacement(texts[f.turn], start, end, new, old)
             span = texts[f.turn][start:end]
-            after = replacement(texts[f.turn], start, end, new, old)
             taken = any(e.turn_index == f.turn and e.start < end and start < e.end for e in edits)
             if after is not None and not taken:
                 edits.append(SpanEdit(f.turn, start, end, span, after, f.correction))
@@ -392,7 +424,7 @@ class CorrectionUnderstanding:
                     for index, at in occurrences(messages, texts, turn, skip, before, fold_case=False):
                         if (index, at) != (span.turn_index, span.start):
                             found.append(SpanEdit(index, at, at + len(before), before, after, k))
-                return found
+                return restated_words(messages, texts, turn, skip, found)
         return []
 
     def _quoted(
@@ -416,9 +448,11 @@ class CorrectionUnderstanding:
             a, b = stale_core(old, new)
             c, d = stale_core(new, old)
             for index, at in occurrences(messages, texts, turn, skip, old, fold_case=True):
-                before = texts[index][at + a : at + b]
-                if before != new[c:d]:
-                    edits.append(SpanEdit(index, at + a, at + b, before, new[c:d], k))
+                before, after = texts[index][at + a : at + b], new[c:d]
+                if not before.endswith((".", ",", ";", ":", "!", "?")):
+                    after = after.rstrip(".,;:!?")  # the sentence's own full stop stays the sentence's
+                if before != after:
+                    edits.append(SpanEdit(index, at + a, at + b, before, after, k))
         return edits
 
 

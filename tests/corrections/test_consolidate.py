@@ -6,11 +6,14 @@ import pytest
 
 from keproxy.corrections.consolidate import (
     Found,
+    current,
     distinctive,
     narrow,
     one_fact,
     propagate,
+    restated,
     standalone,
+    states,
     support,
     typed_candidates,
     value_key,
@@ -150,3 +153,64 @@ def test_support_prefers_the_value_carrying_the_new_values_unit() -> None:
 
 def test_a_three_word_new_value_is_a_phrase_not_a_value_kind() -> None:
     assert typed_candidates("Drove 44 miles in the old green Volvo in 1994.", "red Saab 900") == []
+
+
+@pytest.mark.parametrize(
+    ("span", "new", "said"),
+    [("125", "125 g", True), ("1,050.00", "1050", True), ("Yusuf", "yusuf", True), ("3A", "3B", False),
+     ("100", "125 g", False), ("12", "125", False)],
+)  # fmt: skip
+def test_a_span_states_the_new_value_only_with_the_same_numbers_and_letters(
+    span: str, new: str, said: bool
+) -> None:
+    assert states(span, new) is said
+
+
+def test_a_span_that_already_states_the_new_value_is_not_stale() -> None:
+    texts = ["Frosting: 125 g butter.", "- 100 g butter, softened"]
+    right, stale = Found(0, 10, 13, 0, 0.99), Found(1, 2, 5, 0, 0.98)
+    assert current([right, stale], texts, ["125 g"]) == [stale]
+    assert one_fact(current([right, stale], texts, ["125 g"]), texts, lambda f: f.weight) == [stale]
+
+
+def test_support_reads_the_words_of_the_spans_own_line() -> None:
+    # a list item's neighbour on the next line ("butter") is another fact, not this span's attribute
+    texts = ["- 100 g butter, softened\n- 250 g cream cheese"]
+    butter, cheese = Found(0, 2, 5, 0, 0.5), Found(0, 27, 30, 0, 0.5)
+    turn = "the butter for the topping is wrong, 125 g"
+    assert support(butter, texts, turn, "125 g") > support(cheese, texts, turn, "125 g")
+
+
+def _spans(texts: list[str], words: list[str], *, named: bool = False) -> list[Found]:
+    out = []
+    for w in words:
+        turn = next(i for i, t in enumerate(texts) if w in t)
+        at = texts[turn].index(w)
+        out.append(Found(turn, at, at + len(w), 0, 0.9, named))
+    return out
+
+
+def test_the_attribute_the_correcting_turn_names_is_not_the_stale_value() -> None:
+    texts = ["my daughter Maya (6) has a peanut allergy", "Hi! Maya has a peanut allergy."]
+    turn = "Maya's allergy is to sesame."
+    found = _spans(texts, ["allergy", "Hi! Maya"[4:], "peanut"])
+    kept = restated(found, texts, turn, [(None, "sesame")])
+    # "allergy": a word the turn uses; "Maya": a name ("my daughter Maya") for a lowercase new value
+    assert [texts[f.turn][f.start : f.end] for f in kept] == ["peanut"]
+
+
+def test_numbers_names_and_named_values_stay_candidates() -> None:
+    texts = ["Tomas was nine. The Lamb & Flag at 7pm."]
+    turn = "Tomas should be eleven, he'd be offended at nine. The Lamb & Flag closed: The Crown & Anchor"
+    found = _spans(texts, ["nine", "Lamb"])
+    assert restated(found, texts, turn, [(None, "eleven")])[0] == found[0]  # a number word
+    assert restated(found[1:], texts, turn, [(None, "Crown & Anchor")]) == found[1:]  # a name for a name
+    named = _spans(texts, ["Tomas"], named=True)
+    assert restated(named, texts, turn, [("Tomas", "Tom")]) == named  # the user named it
+
+
+def test_a_capital_at_the_head_of_a_list_item_is_not_a_name() -> None:
+    texts = ["Specs:\n- Charging: micro-USB\n- Battery: 2 h"]
+    turn = "The charging port in there is the prototype's. Production units have usb-c."
+    found = _spans(texts, ["Charging", "micro-USB"])
+    assert restated(found, texts, turn, [(None, "usb-c")]) == found[1:]  # "Charging": the attribute

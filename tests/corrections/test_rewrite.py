@@ -8,7 +8,7 @@ import random
 import pytest
 
 from keproxy.corrections.base import Correction, SpanEdit
-from keproxy.corrections.rewrite import choose_correction, replacement
+from keproxy.corrections.rewrite import aligned_run, choose_correction, differing_words, replacement
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
@@ -104,3 +104,103 @@ def test_unquoted_keeps_quotes_that_belong_to_the_text() -> None:
     assert unquoted('"the room is 310"') == "the room is 310"
     said = '"You look like someone I know," she said. "But who?"'
     assert unquoted(said) == said
+
+
+@pytest.mark.parametrize(
+    ("text", "span", "new", "expected"),
+    [
+        ("Dinner is on Saturday 8 June at 7pm.", "Saturday", "Sunday 9 June", "Dinner is on Sunday 9 June at 7pm."),
+        ("Meet at the Lamb & Flag, Bridge Street.", "Lamb", "Crown & Anchor",
+         "Meet at the Crown & Anchor, Bridge Street."),
+        ("Rollout: Monday, 3 March.", "3", "Monday 10 March", "Rollout: Monday, 10 March."),
+    ],
+)  # fmt: skip
+def test_a_span_inside_a_run_written_like_the_new_value_changes_the_differing_words(
+    text: str, span: str, new: str, expected: str
+) -> None:
+    start = text.index(span)
+    run = aligned_run(text, start, start + len(span), new)
+    assert run is not None
+    a, b, after = run
+    assert text[:a] + after + text[b:] == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "span", "new"),
+    [
+        ("The meeting is at 3pm on Tuesday.", "3pm", "4pm Tuesday"),  # nothing shared in place
+        ("Limit: 10 requests allowed.", "10", "120 requests per"),  # a plain word outside the span differs
+        ("I own the f/4L. Thinking of STM", "f/4L", "f/4-7.1 STM"),  # crosses a sentence end
+        ("Dinner on Saturday\n8 June", "Saturday", "Sunday 9 June"),  # another line
+    ],
+)
+def test_no_run_where_the_words_are_not_written_like_the_new_value(text: str, span: str, new: str) -> None:
+    start = text.index(span)
+    assert aligned_run(text, start, start + len(span), new) is None
+
+
+@pytest.mark.parametrize(
+    ("sentence", "span", "new", "expected"),
+    [
+        ("Your 5-night stay starts on the 3rd.", "5-night", "4 nights", "4-night"),
+        ("a 3rd-floor walk-up", "3rd-floor", "4th floor", "4th-floor"),
+        ("the 60-litre tank", "60-litre", "120 litres", "120-litre"),
+    ],
+)
+def test_a_number_joined_to_its_unit_keeps_its_written_form(
+    sentence: str, span: str, new: str, expected: str
+) -> None:
+    start = sentence.index(span)
+    assert replacement(sentence, start, start + len(span), new) == expected
+
+
+def test_a_joined_word_of_another_unit_takes_the_new_value_as_it_is() -> None:
+    sentence = "a 5-night stay"
+    assert replacement(sentence, 2, 9, "4 weeks") == "4 weeks"
+
+
+def _fit(text: str, new: str) -> str | None:
+    fitted = differing_words(text, 0, len(text), new)
+    if fitted is None:
+        return None
+    (a, b, after), _ = fitted
+    return text[:a] + after + text[b:]
+
+
+def test_a_restated_clause_keeps_the_leading_and_trailing_words_it_does_not_have() -> None:
+    text = "Tracking says it was handed to DPD on 5 June and it's now 11 June."
+    assert _fit(text, "It was handed to Evri on 5 June.") == (
+        "Tracking says it was handed to Evri on 5 June and it's now 11 June."
+    )
+    fitted = differing_words(text, 0, len(text), "It was handed to Evri on 5 June.")
+    assert fitted is not None and fitted[1] == [("DPD", "Evri")]
+
+
+def test_a_restatement_of_the_whole_clause_replaces_it_whole() -> None:
+    # inner words the restatement drops ("in 1981", "not") go with the rest: the clause is the restatement
+    text = "The station was automated in 1981, and no keeper has lived there since."
+    assert (
+        differing_words(
+            text, 0, len(text), "The station was never automated, and a keeper still lives there today."
+        )
+        is None
+    )
+    text = "Nora did not ask the neighbor, because Mrs. Patel was on holiday in Spain. She left."
+    assert _fit(text[:74], "Nora did ask the neighbor, but Mrs. Patel was on holiday in Spain.") is None
+
+
+def test_an_unrelated_clause_is_no_restatement() -> None:
+    text = "The weather was awful all week."
+    assert differing_words(text, 0, len(text), "It was handed to Evri on 5 June.") is None
+    # a restatement that rewords much of the clause replaces it whole
+    text = "Anyone can borrow three books and borrowing is free; Tomas pays for fuel with money from a car wash job."
+    new = "Anyone can borrow three books for a small fee, which helps Tomas pay for fuel."
+    assert differing_words(text, 0, len(text), new) is None
+
+
+def test_a_named_old_value_keeps_its_words_a_one_word_new_value_does_not_replace() -> None:
+    sentence = "You're in flat 3B on the second floor."
+    start = sentence.index("flat 3B")
+    assert replacement(sentence, start, start + 7, "3D", "flat 3B") == "flat 3D"
+    # no single word of the new value's kind: the new value replaces the named words
+    assert replacement("in Room 204 at 3pm", 3, 11, "library", "Room 204") == "library"

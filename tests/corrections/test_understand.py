@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from keproxy.corrections.model import Tagged
-from keproxy.corrections.spans import named_spans, one_fact_each, oriented, undangled
+from keproxy.corrections.spans import fold, named_spans, one_fact_each, oriented, same_kind, undangled
 from keproxy.corrections.tagging import snap_to_words
 from keproxy.corrections.understand import CorrectionUnderstanding
 from keproxy.editors.base import EditContext
@@ -200,3 +200,72 @@ def test_a_tagged_value_loses_the_function_words_its_tag_ran_on_into() -> None:
     assert undangled("of") == "of"  # nothing left: kept as tagged
     assert undangled("Bank of England") == "Bank of England"
     assert oriented("9 cups of", "7 cups", {"9", "cups", "of", "jasmine", "rice"}) == ("9 cups", "7 cups")
+
+
+def test_a_joined_value_is_compared_by_the_part_written_like_the_new_value(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    # "192.168.7.42:5432" and "192.168.7.42" state one fact: every copy of the address changes, not the port
+    history = [
+        ("user", "write a .env for the api; postgres runs on 192.168.7.42:5432, database shop"),
+        (
+            "assistant",
+            "DATABASE_URL=postgres://192.168.7.42:5432/shop\n\nMake sure 192.168.7.42 accepts connections.",
+        ),
+    ]
+    forwarded, detected = forward(understanding, [*history, ("user", "postgres is on 192.168.7.24")])
+    assert detected
+    assert forwarded[:2] == [text.replace("192.168.7.42", "192.168.7.24") for _, text in history]
+
+
+def tagged(text: str, values: Sequence[tuple[str, str]]) -> Tagged:
+    return Tagged(1.0, tuple((text.index(v), text.index(v) + len(v), stem) for v, stem in values))
+
+
+def test_a_new_value_the_history_states_as_a_whole_is_the_old_one(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    # "4.7.3"'s pieces (4, 7, 3) all occur in the history, but only "4.7.2" is stated there
+    text = "the fix is in 4.7.3, 4.7.2 still had the bug"
+    history = fold("broken on 4.7.0, fixed in 4.7.2. the iPad app needs 4.7.1; 3 devices")
+    pairs, _ = understanding._values(text, tagged(text, [("4.7.3", "NEW"), ("4.7.2", "NEW")]), history)
+    assert pairs == [("4.7.2", "4.7.3")]
+
+
+def test_an_old_value_pairs_only_with_a_new_value_of_its_kind(understanding: CorrectionUnderstanding) -> None:
+    text = "The first flight was 12 seconds. 59 was Wilbur's one."
+    history = fold("Orville Wright flew first; the flight lasted 59 seconds. Wilbur flew the fourth.")
+    pairs, _ = understanding._values(text, tagged(text, [("12 seconds", "NEW"), ("Wilbur", "NEW")]), history)
+    assert pairs == [(None, "12 seconds")]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "ok"),
+    [("Saturday", "Sunday 9 June", True), ("violin", "cello", True), ("3pm", "4pm", True),
+     ("Wilbur", "12 seconds", False), ("Tuesday", "4pm", False)],
+)  # fmt: skip
+def test_same_kind(old: str, new: str, ok: bool) -> None:
+    assert same_kind(old, new) is ok
+
+
+def test_a_quoted_new_sentences_full_stop_does_not_land_inside_the_old_one(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    plan = "Day 3: the last ferry back to Hvar leaves at 19:45, so plan dinner on the island."
+    correction = 'Wrong. It\'s not "the last ferry back to Hvar leaves at 19:45" but "the last ferry back to Hvar leaves at 20:30."'
+    forwarded, detected = forward(
+        understanding, [("user", plan), ("assistant", "Noted."), ("user", correction)]
+    )
+    assert detected
+    assert forwarded[0] == plan.replace("19:45", "20:30")
+
+
+def test_two_value_lists_in_the_same_order_pair_first_with_first(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    text = "the letter says 30 tablets with 2 refills, not 90 and 3"
+    spans = [(text.index(v), text.index(v) + len(v), "NEW") for v in ("30 tablets", "2 refills")]
+    spans += [(text.index("90"), text.index("90") + 2, "OLD"), (len(text) - 1, len(text), "OLD")]
+    result = Tagged(1.0, tuple(spans))
+    pairs, _ = understanding._values(text, result, fold("90 tablets, 3 refills remaining"))
+    assert pairs == [("90", "30 tablets"), ("3", "2 refills")]
