@@ -209,11 +209,15 @@ def _editor_id(label: str, config: PostEditEvalConfig, model: str) -> str:
         manifest = config.adapter / "keproxy-post-editor.json"
         tag = hashlib.sha256(manifest.read_bytes()).hexdigest()[:16] if manifest.is_file() else "none"
         return f"local:{tag}"
-    if label == "postEdit-located":  # its outputs change with the shipped taggers
+    if label == "postEdit-located":  # its outputs change with the shipped taggers and the pipeline's code
+        import keproxy.corrections
         from keproxy.corrections.model import MODELS_DIR
 
         manifests = [MODELS_DIR / name / "keproxy-tagger.json" for name in ("turn-tagger", "stale-tagger")]
-        digest = hashlib.sha256(b"".join(p.read_bytes() for p in manifests if p.is_file())).hexdigest()
+        code = sorted(Path(keproxy.corrections.__file__).parent.rglob("*.py"))
+        digest = hashlib.sha256(
+            b"".join(p.read_bytes() for p in [*manifests, *code] if p.is_file())
+        ).hexdigest()
         return f"located:{digest[:16]}"
     if label == "postEdit-llm":
         if config.llm_model is None:
