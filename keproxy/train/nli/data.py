@@ -61,7 +61,7 @@ __all__ = [
 SOURCES: tuple[str, ...] = ("hand", "chats", "chat-edits")
 
 #: Share of each class's training pairs drawn from each source (renormalised over sources that have the class).
-DEFAULT_SHARES: Mapping[str, float] = {"hand": 0.4, "chats": 0.35, "chat-edits": 0.25}
+DEFAULT_SHARES: Mapping[str, float] = {"hand": 0.5, "chats": 0.3, "chat-edits": 0.2}
 
 _DATA = Path(__file__).resolve().parents[2] / "data"
 HANDMADE_PATH = _DATA / "nli-handmade.jsonl"

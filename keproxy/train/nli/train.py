@@ -70,8 +70,8 @@ class NLITrainConfig(BaseModel):
     learning_rate: float = Field(default=8e-4, gt=0)
     warmup_fraction: float = Field(default=0.06, ge=0, lt=1)
     weight_decay: float = Field(default=0.01, ge=0)
-    max_length: int = Field(default=128, ge=16)
-    """Word pieces per training pair (inference uses 256)."""
+    max_length: int = Field(default=256, ge=16)
+    """Word pieces per training pair, as at inference (long premises: emails, stories, answers with lists)."""
     lora_r: int = Field(default=16, ge=1)
     lora_alpha: int = Field(default=32, ge=1)
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
@@ -79,7 +79,7 @@ class NLITrainConfig(BaseModel):
     """Share of hand-written groups held out (the corpus's dev chats are always held out)."""
     heldout_per_class: int = Field(default=120, ge=1)
     """Held-out pairs per source and label, at most."""
-    threads: int = Field(default=2, ge=1)
+    threads: int = Field(default=1, ge=1)
     """torch intra-op threads while training: part of the build (float sums depend on the split)."""
     class_weights: dict[str, float] = Field(default_factory=lambda: {"contradiction": 1.3})
     """Cross-entropy weight per label (others 1.0): contradiction is the class the contradiction detector and
