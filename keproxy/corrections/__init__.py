@@ -10,6 +10,6 @@
 Detection is understanding, not editing: the history editors (``keproxy.editors``) consume its corrections.
 """
 
-from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
+from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit, apply_spans
 
-__all__ = ["Correction", "CorrectionDetector", "SpanEdit"]
+__all__ = ["Correction", "CorrectionDetector", "SpanEdit", "apply_spans"]

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Correction", "CorrectionDetector", "SpanEdit"]
+__all__ = ["Correction", "CorrectionDetector", "SpanEdit", "apply_spans"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,20 @@ class SpanEdit:
     before: str
     after: str
     correction: int = 0
+
+
+def apply_spans(text: str, spans: Sequence[SpanEdit]) -> tuple[str, list[int]]:
+    """``text`` with ``spans`` (offsets into it, in the order given) rewritten, and the indices of the spans
+    applied: a span whose ``before`` no longer stands at its offsets, or that starts before the end of one
+    already taken, is skipped. Callers give the spans sorted by start."""
+    taken: list[int] = []
+    for i, span in enumerate(spans):
+        if text[span.start : span.end] != span.before or any(span.start < spans[t].end for t in taken):
+            continue
+        taken.append(i)
+    for i in reversed(taken):
+        text = text[: spans[i].start] + spans[i].after + text[spans[i].end :]
+    return text, taken
 
 
 @dataclass(frozen=True)

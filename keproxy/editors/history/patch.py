@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from keproxy.corrections.base import Correction, SpanEdit
+from keproxy.corrections.base import Correction, SpanEdit, apply_spans
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.rewrite import replace_occurrences
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult, TextEdit
@@ -39,16 +39,11 @@ def apply_span_edits(out: list[Message], corrections: Sequence[Correction]) -> l
         content = out[index].get("content")
         if not isinstance(content, str):
             continue
-        taken: list[tuple[SpanEdit, int]] = []
-        for span, turn in sorted(spans, key=lambda s: s[0].start):
-            if content[span.start : span.end] != span.before or any(span.start < t.end for t, _ in taken):
-                continue
-            taken.append((span, turn))
-        for span, _ in reversed(taken):
-            content = content[: span.start] + span.after + content[span.end :]
+        ordered = sorted(spans, key=lambda s: s[0].start)
+        content, taken = apply_spans(content, [span for span, _ in ordered])
         if taken:
             out[index] = {**out[index], "content": content}
-            made += [TextEdit(index, span.before, span.after, turn) for span, turn in taken]
+            made += [TextEdit(index, ordered[i][0].before, ordered[i][0].after, ordered[i][1]) for i in taken]
     return made
 
 

@@ -28,6 +28,7 @@ import asyncio
 import threading
 from typing import TYPE_CHECKING
 
+from keproxy.corrections.base import apply_spans
 from keproxy.editors.base import EditContext
 from keproxy.editors.postedit.base import PostEditor, PostEditResult, edit_objects
 from keproxy.editors.postedit.registry import PostEditorResources
@@ -88,17 +89,11 @@ class LocatedPostEditor:
         spans = self.understanding.make_consistent(response, fact, [(old, new)] if new else [])
         if not spans:
             return PostEditResult.retained(rule="nothing-stale")
-        taken: list[tuple[int, int, str]] = []
-        for span in sorted(spans, key=lambda s: (s.start, s.end)):
-            fits = response[span.start : span.end] == span.before
-            stated = mentions(response, span.after)  # the answer already gives the new value: not stale
-            if fits and not stated and all(span.start >= end for _, end, _ in taken):
-                taken.append((span.start, span.end, span.after))
+        # a span whose new value the answer already gives is not stale
+        stale = sorted((s for s in spans if not mentions(response, s.after)), key=lambda s: (s.start, s.end))
+        out, taken = apply_spans(response, stale)
         if not taken:
             return PostEditResult.retained(rule="nothing-stale")
-        out = response
-        for start, end, after in reversed(taken):
-            out = out[:start] + after + out[end:]
         return PostEditResult.edited(out, rule="located")
 
 
