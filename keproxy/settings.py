@@ -289,6 +289,23 @@ class MemorySettings(BaseModel):
         description="Concurrent retrievals run as one batch (one encoder call, one worker thread): how long a "
         "batch's first query may wait for others, in ms (0: a batch is what queued while the last one ran).",
     )  # fmt: skip
+    retrieval_static_first: bool = Field(
+        default=False,
+        description="A static embedding distilled from the embedding model (model2vec recipe, built once per "
+        "machine into the ONNX cache, ~30 s) answers a one-edit retrieval without the encoder when its top-1 "
+        "clearly leads (keproxy.memory.static; bench/static_first.py). Needs a mean-pooling embedding model.",
+    )
+    retrieval_static_min_score: float = Field(
+        default=0.8, ge=0.0, le=1.0,
+        description="retrieval_static_first: the least static cosine of the top-1 it answers (0.8: static >= 0.8 "
+        "gave MiniLM >= 0.5, the post-edit gate, for 99.3% of keproxy's own 6,161 written (text, edit) pairs).",
+    )  # fmt: skip
+    retrieval_static_margin: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="retrieval_static_first: the least lead of the static top-1's cosine over the runner-up's.",
+    )
     corrections_to_edits: bool = Field(
         default=True,
         description="Store corrections detected in a conversation as session-scoped edits (source "

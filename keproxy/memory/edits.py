@@ -124,10 +124,12 @@ class EditScope:
 
 @dataclass(frozen=True)
 class RetrievedEdit:
-    """An edit found for a query: cosine ``score`` in [-1, 1] of L2-normalised MiniLM embeddings."""
+    """An edit found for a query: cosine ``score`` in [-1, 1] of L2-normalised embeddings, MiniLM's
+    (``scorer`` "encoder") or the static first stage's (``scorer`` "static", :mod:`keproxy.memory.static`)."""
 
     edit: Edit
     score: float
+    scorer: Literal["encoder", "static"] = "encoder"
 
 
 @runtime_checkable

@@ -25,7 +25,10 @@ index up once per batch and embeds the batch's queries in one encoder call.
 
 Model work that cannot matter is skipped: a requester who can see no edit gets nothing without embedding, and
 with ``prefilter="lexical"`` (:class:`~keproxy.memory.prefilter.LexicalPrefilter`) a query that shares no
-word key with any edit its requester may see is not embedded either (it retrieves nothing).
+word key with any edit its requester may see is not embedded either (it retrieves nothing). With a
+``static_first`` stage (:class:`~keproxy.memory.static.StaticFirstStage`), a one-edit retrieval whose static
+top-1 clearly leads is answered by the static embedding and not embedded either (its score is then the static
+cosine, ``RetrievedEdit.scorer == "static"``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from keproxy.memory.edits import Edit, EditKind, EditScope, EditScopeKind, EditS
 from keproxy.memory.embeddings import Embedder
 from keproxy.memory.index import DEFAULT_FLAT_THRESHOLD, EditIndex, Tag, edit_tag
 from keproxy.memory.prefilter import LexicalPrefilter
+from keproxy.memory.static import StaticFirstStage
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.models.batching import MicroBatcher
 
@@ -81,6 +85,8 @@ class EditMemory:
     nothing; see :mod:`keproxy.memory.prefilter`) or "off" (every query is embedded and ranked).
     batch_wait_s: how long :meth:`aretrieve` holds a batch's first query for others (0 to 0.002 s; 0: a
     batch is what queued while the previous one ran). max_batch: most queries per batch.
+    static_first: a :class:`~keproxy.memory.static.StaticFirstStage` that answers the one-edit (k = 1) queries
+    it is sure of without the encoder (None: every query that passes the prefilter is embedded).
     """
 
     def __init__(
@@ -97,6 +103,7 @@ class EditMemory:
         prefilter: Prefilter = "off",
         batch_wait_s: float = 0.0,
         max_batch: int = 64,
+        static_first: StaticFirstStage | None = None,
     ) -> None:
         if overfetch < 1:
             raise ValueError("overfetch must be >= 1")
@@ -116,6 +123,7 @@ class EditMemory:
         if prefilter not in ("lexical", "off"):
             raise ValueError(f"prefilter must be 'lexical' or 'off', not {prefilter!r}")
         self.prefilter: LexicalPrefilter | None = LexicalPrefilter() if prefilter == "lexical" else None
+        self.static_first = static_first
         self.batcher: MicroBatcher[RetrievalRequest, builtins.list[RetrievedEdit]] = MicroBatcher(
             self.retrieve_batch, max_batch=max_batch, max_wait_s=batch_wait_s, name="keproxy-retrieve"
         )
@@ -164,11 +172,18 @@ class EditMemory:
         return index
 
     def _fill_prefilter(self) -> None:
-        """The prefilter's keys of every active edit (the catch-up that follows applies later changes)."""
+        """The prefilter's keys and the static stage's vectors of every active edit (the catch-up that follows
+        applies later changes)."""
+        if self.prefilter is None and self.static_first is None:
+            return
+        active = list(self.store.all_active())
         if self.prefilter is not None:
             self.prefilter.clear()
-            for edit in self.store.all_active():
+            for edit in active:
                 self.prefilter.put(edit, edit_tag(edit))
+        if self.static_first is not None:
+            self.static_first.clear()
+            self.static_first.put_many(active, [edit_tag(e) for e in active])
 
     def _stale_reason(self, index: EditIndex) -> str | None:
         """Why a saved index cannot be caught up (None: it can)."""
@@ -201,6 +216,9 @@ class EditMemory:
                 self.prefilter.remove(gone)
                 for edit in fresh:
                     self.prefilter.put(edit, edit_tag(edit))
+            if self.static_first is not None:
+                self.static_first.remove(gone)
+                self.static_first.put_many(fresh, [edit_tag(e) for e in fresh])
             if fresh:
                 vectors = self.embedder.encode([e.query_text for e in fresh])
                 keep = [
@@ -355,6 +373,8 @@ class EditMemory:
                 if self.prefilter is not None and not self.prefilter.may_match(query, allowed):
                     continue
                 wanted.append(i)
+        if self.static_first is not None:
+            wanted = self._answer_static(requests, wanted, results)
         if not wanted:
             return results
         vectors = self.embedder.encode([requests[i][0] for i in wanted])
@@ -370,6 +390,33 @@ class EditMemory:
                 kept = [h for h in hits if threshold is None or h.score >= threshold]
                 results[wanted[row]] = kept[:k_i]
         return results
+
+    def _answer_static(
+        self, requests: Sequence[RetrievalRequest], wanted: builtins.list[int],
+        results: builtins.list[builtins.list[RetrievedEdit]],
+    ) -> builtins.list[int]:  # fmt: skip
+        """Fill ``results`` for the k = 1 requests of ``wanted`` the static stage answers; the rest of
+        ``wanted`` (for the encoder)."""
+        stage = self.static_first
+        assert stage is not None
+        by_scope: dict[EditScope, builtins.list[int]] = {}
+        for i in wanted:
+            if requests[i][2] == 1:
+                by_scope.setdefault(requests[i][1], []).append(i)
+        answered: set[int] = set()
+        for scope, rows in by_scope.items():
+            with self._lock:
+                decisions = stage.decide([requests[i][0] for i in rows], scope_tags(scope))
+            picked = {i: d for i, d in zip(rows, decisions, strict=True) if d is not None}
+            found = self.store.get_many(scope.tenant, sorted({d[0] for d in picked.values()}))
+            for i, (edit_id, score) in picked.items():
+                threshold = self.min_score if requests[i][3] is None else requests[i][3]
+                edit = found.get(edit_id)
+                if edit is None or not scope.allows(edit) or (threshold is not None and score < threshold):
+                    continue  # changed since, or below the caller's bar: the encoder decides
+                results[i] = [RetrievedEdit(edit=edit, score=score, scorer="static")]
+                answered.add(i)
+        return [i for i in wanted if i not in answered]
 
     def _search(
         self, index: EditIndex, vectors: np.ndarray, scope: EditScope, k: int

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 
 from keproxy.corrections.detect import CompositeDetector, DetectorResources, build_detector
 from keproxy.editors.history.registry import EditorRegistry, EditorResources
 from keproxy.errors import ConfigError
 from keproxy.memory.embeddings import Embedder
 from keproxy.memory.memory import EditMemory
+from keproxy.memory.static import StaticEncoder, StaticFirstStage
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.nli import NLIBackend, NLIConfigError, get_nli_backend
 from keproxy.observability import Metrics, Tracing
@@ -46,6 +48,23 @@ def nli_backend(spec: str | None) -> NLIBackend | None:
         return get_nli_backend(spec)
     except NLIConfigError as exc:
         raise NLIConfigError(f"nli_backend {spec!r}: {exc}", param="nli_backend") from None
+
+
+def static_first_stage(settings: Settings, embedder: Embedder) -> StaticFirstStage:
+    """The static first stage of retrieval (``retrieval_static_first``), its vectors built or loaded now.
+    Raises ConfigError when the embedding model is not a local mean-pooling folder."""
+    folder = Path(embedder.name_or_path)
+    try:
+        encoder = StaticEncoder(folder)
+        encoder.load()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"retrieval_static_first needs a local mean-pooling embedding model folder ({exc})",
+            param="retrieval_static_first",
+        ) from None
+    return StaticFirstStage(
+        encoder, margin=settings.retrieval_static_margin, min_score=settings.retrieval_static_min_score
+    )
 
 
 def open_stores(settings: Settings) -> tuple[TranscriptStore, EditStore]:
@@ -104,6 +123,7 @@ def build_pipeline(
     )  # fmt: skip
     detector = build_detector_for(settings, detector_resources)
     store, edit_store = open_stores(settings)
+    static_first = static_first_stage(settings, embedder) if settings.retrieval_static_first else None
     memory = EditMemory(
         edit_store,
         embedder,
@@ -111,6 +131,7 @@ def build_pipeline(
         large=settings.edit_index,
         prefilter=settings.retrieval_prefilter,
         batch_wait_s=settings.retrieval_batch_wait_ms / 1000,
+        static_first=static_first,
     )
     service = ChatService(
         settings,
