@@ -34,6 +34,7 @@ from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.consolidate import (
     Found,
     copies,
+    counted,
     current,
     narrow,
     one_fact,
@@ -44,6 +45,7 @@ from keproxy.corrections.consolidate import (
     support,
     typed_candidates,
     whole_token,
+    with_counted_noun,
 )
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
@@ -320,11 +322,13 @@ class CorrectionUnderstanding:
             for s, e in [narrow(texts[f.turn], f.start, f.end, pairs[f.correction][1])]
         ]
         found = restated(current(found, texts, [new for _, new in pairs]), texts, texts[turn], pairs)
+        found = counted(found, texts, pairs)
         found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))
         found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):
             old, new = pairs[f.correction]
             start, end = whole_token(texts[f.turn], *narrow(texts[f.turn], f.start, f.end, new), new)
+            end = with_counted_noun(texts[f.turn], start, end, new)
             # a named old value of several words says itself which words differ (replacement's stale core)
             run = (
                 None

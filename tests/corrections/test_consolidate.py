@@ -6,6 +6,7 @@ import pytest
 
 from keproxy.corrections.consolidate import (
     Found,
+    counted,
     current,
     distinctive,
     narrow,
@@ -18,6 +19,7 @@ from keproxy.corrections.consolidate import (
     typed_candidates,
     value_key,
     whole_token,
+    with_counted_noun,
 )
 from keproxy.corrections.rewrite import replacement
 
@@ -214,3 +216,46 @@ def test_a_capital_at_the_head_of_a_list_item_is_not_a_name() -> None:
     turn = "The charging port in there is the prototype's. Production units have usb-c."
     found = _spans(texts, ["Charging", "micro-USB"])
     assert restated(found, texts, turn, [(None, "usb-c")]) == found[1:]  # "Charging": the attribute
+
+
+def test_counts_of_other_things_are_not_the_count_the_correction_names() -> None:
+    text = "Mix 2 cups flour, 2 eggs, 1.5 cups milk and 2 tbsp sugar."
+    found = [Found(1, 4, 5, 0, 0.5), Found(1, 18, 19, 0, 0.5), Found(1, 44, 45, 0, 0.5)]  # "2" x 3
+    kept = counted(found, ["", text], [(None, "1 egg")])
+    assert [text[f.start : f.end] for f in kept] == ["2 eggs"]  # widened over its noun: weighed as "2 eggs"
+    assert replacement(text, kept[0].start, kept[0].end, "1 egg") == "1 egg"
+
+
+def test_without_the_counted_noun_in_the_chat_every_count_stays() -> None:
+    text = "My 2 children and 2 dogs."
+    found = [Found(1, 3, 4, 0, 0.5), Found(1, 18, 19, 0, 0.5)]
+    assert counted(found, ["", text], [(None, "3 kids")]) == found  # "kids" is nowhere: no evidence
+
+
+def test_the_counted_noun_in_other_words_keeps_the_number_alone() -> None:
+    text = "The survey had 430 responses and took 12 minutes."
+    found = [Found(1, 15, 18, 0, 1.5, named=True), Found(1, 38, 40, 0, 0.5)]
+    kept = counted(
+        found,
+        ["", text],
+        [
+            ("430", "340 respondents"),
+        ],
+    )
+    assert [text[f.start : f.end] for f in kept] == [
+        "430"
+    ]  # "responses" ~ "respondents"; "12 minutes" dropped
+
+
+def test_a_number_followed_by_a_function_word_is_not_a_count_of_something_else() -> None:
+    text = "A table for 6 at Nonna's, and 2 chairs."
+    found = [Found(1, 12, 13, 0, 0.5), Found(1, 30, 31, 0, 0.5)]
+    kept = counted(found, ["", text], [(None, "4 chairs")])
+    assert [text[f.start : f.end] for f in kept] == ["6", "2 chairs"]
+
+
+def test_with_counted_noun_widens_only_over_the_same_noun() -> None:
+    text = "for 8 hours and 8 days"
+    assert with_counted_noun(text, 4, 5, "10 hours") == 11
+    assert with_counted_noun(text, 16, 17, "10 hours") == 17
+    assert with_counted_noun(text, 4, 5, "10") == 5
