@@ -124,6 +124,23 @@ def _same_unit_joined(span: str, new: str) -> str | None:
     return span[: m.start()] + want[0] + span[m.end() :]
 
 
+def _numbers_in_order(span: str, new: str) -> str | None:
+    """A span writing several numbers with other words around them ("4- and 6-year-old") under a new value of
+    as many numbers joined by words the span already has ("3 and 5"): the span with its numbers replaced in
+    order ("3- and 5-year-old"), so the words around them stay; None otherwise."""
+    have, want = list(_AMOUNT.finditer(span)), _AMOUNT.findall(new)
+    if len(want) < 2 or len(have) != len(want):
+        return None
+    joiners = {w.casefold() for w in re.findall(r"[^\W\d_]+", new)}
+    if not joiners <= {w.casefold() for w in re.findall(r"[^\W\d_]+", span)}:
+        return None
+    out, at = [], 0
+    for m, number in zip(have, want, strict=True):
+        out += [span[at : m.start()], number]
+        at = m.end()
+    return "".join(out) + span[at:]
+
+
 def _aligned(sentence: str, start: int, end: int, new: str) -> str | None:
     """The words of ``new`` that stand where ``sentence[start:end]`` stands, by a word alignment."""
     s_words = [(m.start(), m.end()) for m in _WORD.finditer(sentence)]
@@ -181,6 +198,9 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
             new = same[0]
         elif same and max(like) >= 0.6 and sorted(like)[-2] < max(like):
             new = same[like.index(max(like))]
+    in_order = _numbers_in_order(span, new)
+    if in_order is not None:
+        return in_order if in_order != span else None
     if len(new.split()) <= _SHORT:
         joined = _same_unit_joined(span, new)
         if joined is not None:

@@ -204,3 +204,22 @@ def test_a_named_old_value_keeps_its_words_a_one_word_new_value_does_not_replace
     assert replacement(sentence, start, start + 7, "3D", "flat 3B") == "flat 3D"
     # no single word of the new value's kind: the new value replaces the named words
     assert replacement("in Room 204 at 3pm", 3, 11, "library", "Room 204") == "library"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "span", "new", "after"),
+    [
+        (
+            "With a 4- and 6-year-old, pick morning flights.",
+            "4- and 6-year-old",
+            "3 and 5",
+            "3- and 5-year-old",
+        ),
+        ("Ages 4, 6 and 9 this year.", "4, 6 and 9", "3, 5 and 8", "3, 5 and 8"),
+    ],
+)
+def test_several_numbers_change_in_order_and_the_words_around_them_stay(
+    sentence: str, span: str, new: str, after: str
+) -> None:
+    start = sentence.index(span)
+    assert replacement(sentence, start, start + len(span), new) == after
