@@ -431,6 +431,11 @@ def _counted_word(text: str, end: int) -> str | None:
     return m.group(1)
 
 
+def _word_before(text: str, start: int) -> str:
+    m = re.search(r"([^\W\d_]+)[ \t]+$", text[max(0, start - 40) : start])
+    return m.group(1) if m else ""
+
+
 def counted(
     found: Sequence[Found], texts: Sequence[str], pairs: Sequence[tuple[str | None, str]]
 ) -> list[Found]:
@@ -440,7 +445,8 @@ def counted(
     spans followed by the noun itself are widened over it ("2 eggs"), so that they are weighed and rewritten as
     the value the new one replaces ("1 egg", not "1 egg eggs"); a span followed by the noun in other words
     ("430 responses" for "340 respondents", same first 5 letters) stays the number alone. Spans of a correction without such evidence are
-    kept as they are (a synonym, "2 children" for "3 kids", is not told apart from another fact)."""
+    kept as they are (a synonym, "2 children" for "3 kids", is not told apart from another fact). A number
+    right after the noun ("Day 3" for "4 days") labels one of them and is dropped in any case."""
     out = list(found)
     for k, (_, new) in enumerate(pairs):
         m = _COUNT.fullmatch(new.strip().rstrip(".!?"))
@@ -448,6 +454,10 @@ def counted(
             continue
         noun = _noun_stem(m.group(2))
         mine = [f for f in out if f.correction == k and _NUMBER.fullmatch(texts[f.turn][f.start : f.end])]
+        # a number right after the noun labels one of them ("Day 3", "Room 204"): it is not their count
+        labels = {f for f in mine if _singular(_word_before(texts[f.turn], f.start)) == _singular(m.group(2))}
+        out = [f for f in out if f not in labels]
+        mine = [f for f in mine if f not in labels]
         following = {f: _counted_word(texts[f.turn], f.end) for f in mine}
         if not any(w is not None and _noun_stem(w) == noun for w in following.values()):
             continue

@@ -259,3 +259,10 @@ def test_with_counted_noun_widens_only_over_the_same_noun() -> None:
     assert with_counted_noun(text, 4, 5, "10 hours") == 11
     assert with_counted_noun(text, 16, 17, "10 hours") == 17
     assert with_counted_noun(text, 4, 5, "10") == 5
+
+
+def test_a_number_right_after_the_counted_noun_labels_one_and_is_not_the_count() -> None:
+    text = "Day 3: Trastevere. Enjoy your 3 days in Rome!"
+    found = [Found(1, 4, 5, 0, 0.5), Found(1, 30, 31, 0, 0.5)]
+    kept = counted(found, ["", text], [(None, "4 days")])
+    assert [text[f.start : f.end] for f in kept] == ["3 days"]
