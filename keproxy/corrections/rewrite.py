@@ -73,22 +73,31 @@ def unquoted(text: str) -> str:
     return inner if inner != stripped and not any(q in inner for q in _QUOTES) else stripped
 
 
+def _lemma(word: str) -> str:
+    """A word folded, its punctuation and one inflection ending (-ing, -ed, -es, -s) cut when 3 letters stay:
+    "turning" and "turns" -> "turn", so that a new value's "turning 8" meets the sentence's "turns 7"."""
+    word = word.casefold().strip(".,;:!?")
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and word.isalpha():
+            return word[: -len(suffix)]
+    return word
+
+
 def _strip_shared(new: str, before: str, after: str) -> str:
-    """``new`` without the leading words that end ``before`` and the trailing words that start ``after``."""
+    """``new`` without the leading words that end ``before`` and the trailing words that start ``after``
+    (compared by :func:`_lemma`: the sentence keeps its own form of a shared word)."""
     words = new.split()
     after_words = after.split()
     before_words = before.split()
     # longest suffix of new equal to the first words after the span
     best = 0
     for n in range(1, len(words)):
-        if [w.casefold().strip(".,;:!?") for w in words[-n:]] == [
-            w.casefold().strip(".,;:!?") for w in after_words[:n]
-        ]:
+        if [_lemma(w) for w in words[-n:]] == [_lemma(w) for w in after_words[:n]]:
             best = n
     words = words[: len(words) - best] if best else words
     best = 0
     for n in range(1, len(words)):
-        if [w.casefold() for w in words[:n]] == [w.casefold() for w in before_words[-n:]]:
+        if [_lemma(w) for w in words[:n]] == [_lemma(w) for w in before_words[-n:]]:
             best = n
     words = words[best:]
     return " ".join(words)

@@ -223,3 +223,9 @@ def test_several_numbers_change_in_order_and_the_words_around_them_stay(
 ) -> None:
     start = sentence.index(span)
     assert replacement(sentence, start, start + len(span), new) == after
+
+
+def test_a_new_values_word_the_sentence_has_in_another_form_is_not_written_twice() -> None:
+    sentence = "My daughter Zoe turns 7 on Friday."
+    start = sentence.index("7")
+    assert replacement(sentence, start, start + 1, "turning 8") == "8"  # not "turns turning 8"
