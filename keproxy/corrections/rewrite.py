@@ -48,10 +48,21 @@ _MONTHS = {
 _SHORT = 5  # words: a new value at most this long is fitted to the span
 
 
+#: Number words that count ("three cats"); "one" is left out, as often a pronoun ("the one I booked").
+_NUMBER_WORDS = frozenset(
+    (
+        "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen",
+        "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty",
+        "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "dozen",
+    )
+)  # fmt: skip
+
+
 def shape(text: str) -> str:
-    """A coarse kind of ``text``: "number", "weekday", "month", "name" (capitalised), or "word"."""
+    """A coarse kind of ``text``: "number" (digits or a number word, "three cats"), "weekday", "month", "name"
+    (capitalised), or "word"."""
     words = text.casefold().split()
-    if any(_NUMBER.search(w) for w in words):
+    if any(_NUMBER.search(w) or w.strip(".,;:!?") in _NUMBER_WORDS for w in words):
         return "number"
     if any(w.strip(".,") in _WEEKDAYS for w in words):
         return "weekday"

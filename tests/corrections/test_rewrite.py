@@ -229,3 +229,11 @@ def test_a_new_values_word_the_sentence_has_in_another_form_is_not_written_twice
     sentence = "My daughter Zoe turns 7 on Friday."
     start = sentence.index("7")
     assert replacement(sentence, start, start + 1, "turning 8") == "8"  # not "turns turning 8"
+
+
+@pytest.mark.parametrize(("text", "kind"), [("three cats", "number"), ("16 years", "number"), ("St", "name"),
+                                            ("the one I booked", "word"), ("cats", "word")])  # fmt: skip
+def test_number_words_are_numbers_one_is_not(text: str, kind: str) -> None:
+    from keproxy.corrections.rewrite import shape
+
+    assert shape(text) == kind
