@@ -172,8 +172,7 @@ class PostEditorOptions(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         default="auto",
         description="Post-editor 'local', runtime 'transformers': torch dtype of the unquantized weights; "
-        "'auto': the base's own (bfloat16), float16 with quantization '8bit'. float32 is the fast one on "
-        "CPUs without native bf16.",
+        "'auto': the base's own (bfloat16), float16 with quantization '8bit'.",
     )
     device: str = Field(default="cpu", description="Post-editor 'local': torch device.")
     gguf_path: Path | None = Field(

@@ -98,6 +98,13 @@ class GgufPostEditor:
         except (ValueError, RuntimeError, OSError) as exc:
             raise ConfigError(f"llama.cpp cannot load {param} {path}: {exc}", param=param) from exc
 
+    def close(self) -> None:
+        """Free the llama.cpp model and context (a later call loads them again)."""
+        with self._lock:
+            if self._llm is not None:
+                self._llm.close()
+                self._llm = None
+
     def tokenize(self, text: str) -> list[int]:
         """Token ids of ``text`` as the model reads it (BOS per the GGUF metadata). Loads on first use."""
         self.load()
