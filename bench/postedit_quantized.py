@@ -100,26 +100,30 @@ def main() -> None:
     adapter = args.adapter or random_adapter(base, args.out / "random-adapter")
     gguf = args.out / "post-editor.gguf"
     export_merged_gguf(adapter, gguf)
+    gguf_f16 = args.out / "post-editor-f16.gguf"
+    export_merged_gguf(adapter, gguf_f16, tensor_type="f16")
     prompt = fill_t_edit(EDIT, QUERY, ANSWER)
     n = args.max_new_tokens
-    forms: list[tuple[str, Any, int]] = [
-        ("transformers float32", LocalPostEditor(base, adapter, dtype="float32", max_new_tokens=n), 0),
-        ("transformers bfloat16 (dtype auto)", LocalPostEditor(base, adapter, max_new_tokens=n), 0),
-        ("bitsandbytes 8-bit", LocalPostEditor(base, adapter, quantization="8bit", max_new_tokens=n), 0),
-        ("llama.cpp GGUF Q8_0 (merged)", GgufPostEditor(gguf, n_threads=1, max_new_tokens=n), 0),
+    forms: list[tuple[str, Any, Path | None]] = [
+        ("transformers float32", LocalPostEditor(base, adapter, dtype="float32", max_new_tokens=n), None),
+        ("transformers bfloat16 (dtype auto)", LocalPostEditor(base, adapter, max_new_tokens=n), None),
+        ("bitsandbytes 8-bit", LocalPostEditor(base, adapter, quantization="8bit", max_new_tokens=n), None),
+        ("llama.cpp GGUF, merged Q8_0", GgufPostEditor(gguf, max_new_tokens=n), gguf),
+        ("llama.cpp GGUF, merged F16", GgufPostEditor(gguf_f16, max_new_tokens=n), gguf_f16),
     ]
     tokenizer = None
     print(f"prompt: {len(prompt)} chars; adapter: {adapter}; torch threads {torch.get_num_threads()}")
     print("| form | on disk MB | in memory MB | load s | per answer s | tokens | ms/token | answer |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
-    for name, editor, _ in forms:
+    for name, editor, file in forms:
         result = measure(editor, prompt, args.runs)
         if isinstance(editor, LocalPostEditor):
             tokenizer = editor._tokenizer
             disk = folder_bytes(base, adapter)
             memory = f"{editor._model.get_memory_footprint() / 1e6:.0f}"
         else:
-            disk, memory = folder_bytes(gguf), "–"
+            assert file is not None
+            disk, memory = folder_bytes(file), "–"
         assert tokenizer is not None
         tokens = len(tokenizer(result["answer"], add_special_tokens=False)["input_ids"])
         print(

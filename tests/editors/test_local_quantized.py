@@ -233,6 +233,29 @@ def test_gguf_agrees_with_transformers(merged_gguf: Path, reference: dict[str, A
     assert_close_to_reference(scores, reference, min_agreement=0.9, max_ratio=0.5)
 
 
+def test_f16_gguf_is_the_transformers_model(
+    adapter_dir: Path, reference: dict[str, Any], tmp_path: Path
+) -> None:
+    """Without Q8_0 rounding the merged file reproduces the adapted model almost exactly: what is left of the
+    Q8_0 gap above is quantization, not the merge (a wrong q/k permutation would leave the ratio near 1)."""
+    from llama_cpp import Llama
+
+    from keproxy.cli import app
+
+    out = tmp_path / "f16.gguf"
+    args = ["train", "editor-gguf", "--adapter", str(adapter_dir), "--out", str(out), "--type", "f16"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    editor = GgufPostEditor(out)
+    ids = editor.tokenize(FORCED)
+    llm = Llama(str(out), n_ctx=512, n_threads=1, n_threads_batch=1, logits_all=True, verbose=False)
+    llm.eval(ids)
+    scores = np.array(llm.scores[: len(ids)], dtype=np.float32)
+    llm.close()
+    editor.close()
+    assert_close_to_reference(scores, reference, min_agreement=0.95, max_ratio=0.2)
+
+
 async def test_gguf_runtime_from_settings_post_edits(merged_gguf: Path, tmp_path: Path) -> None:
     settings = load_settings(
         mock_response="x",
