@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from keproxy.editors.base import EditContext
 from keproxy.editors.postedit import GgufPostEditor, LocalPostEditor, PostEditorRegistry, PostEditorResources
+from keproxy.editors.postedit.llm import parse_output
 from keproxy.editors.postedit.local import factory
 from keproxy.errors import ConfigError
 from keproxy.memory.edits import Edit, RetrievedEdit
@@ -272,6 +273,28 @@ async def test_gguf_runtime_from_settings_post_edits(merged_gguf: Path, tmp_path
     assert editor.loaded and result.raw == editor.generate(fill(EDIT))
     editor.close()
     assert not editor.loaded
+
+
+async def test_gguf_post_editor_serves_a_chat_completion(merged_gguf: Path, tmp_path: Path) -> None:
+    """The in-process app with post_editor local / runtime gguf: the upstream's answer comes back post-edited
+    by llama.cpp (the random adapter's greedy text, as GgufPostEditor.generate gives it)."""
+    from tests.conftest import client_for
+
+    options = {"runtime": "gguf", "gguf_path": str(merged_gguf), "max_new_tokens": GREEDY_TOKENS}
+    settings = load_settings(
+        mock_response=ANSWER, data_dir=tmp_path, edit_mode="postedit", post_editor="local",
+        post_editor_options=options,
+    )  # fmt: skip
+    async for client in client_for(settings):
+        client.app.state.memory.add(EDIT)  # type: ignore[attr-defined]
+        body = {"model": "m", "messages": [{"role": "user", "content": QUERY}]}
+        resp = await client.post("/v1/chat/completions", json=body)
+        assert resp.status_code == 200, resp.text
+    editor = GgufPostEditor(merged_gguf, max_new_tokens=GREEDY_TOKENS)
+    expected = parse_output(editor.generate(fill(EDIT)), ANSWER)
+    editor.close()
+    assert resp.headers["x-keproxy-post-edit"] == ("retained" if expected.retain else "edited")
+    assert resp.json()["choices"][0]["message"]["content"] == expected.apply(ANSWER)
 
 
 def test_missing_or_corrupt_gguf_is_a_config_error(merged_gguf: Path, tmp_path: Path) -> None:
