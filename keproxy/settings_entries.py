@@ -159,7 +159,30 @@ class PostEditorOptions(BaseModel):
         description="Post-editor 'local': folder of the peft LoRA adapter trained by `keproxy train editor`; "
         "null: the base model alone.",
     )
+    runtime: Literal["transformers", "gguf"] = Field(
+        default="transformers",
+        description="Post-editor 'local': 'transformers' (base_model_path + adapter_path, torch) or 'gguf' "
+        "(gguf_path, one merged GGUF file from `keproxy train editor-gguf`, run by llama.cpp in-process).",
+    )
     quantization: Literal["none", "8bit", "4bit"] = Field(
-        default="none", description="Post-editor 'local': load in 8-bit or 4-bit through bitsandbytes."
+        default="none",
+        description="Post-editor 'local', runtime 'transformers': load in 8-bit or 4-bit through "
+        "bitsandbytes (8-bit runs on CPU).",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto",
+        description="Post-editor 'local', runtime 'transformers': torch dtype of the unquantized weights; "
+        "'auto': the base's own (bfloat16), float16 with quantization '8bit'.",
     )
     device: str = Field(default="cpu", description="Post-editor 'local': torch device.")
+    gguf_path: Path | None = Field(
+        default=None,
+        description="Post-editor 'local', runtime 'gguf': the merged GGUF file written by "
+        "`keproxy train editor-gguf`; required by that runtime.",
+    )
+    n_threads: int = Field(
+        default=1,
+        ge=1,
+        description="Post-editor 'local', runtime 'gguf': llama.cpp threads (1: llama.cpp's default of all "
+        "cores oversubscribes a small machine that also serves requests).",
+    )

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from keproxy.nli.base import LABELS
 from keproxy.nli.local import MANIFEST_NAME, SHIPPED_ADAPTER
-from keproxy.train.editor.cli import train_editor_command
+from keproxy.train.editor.cli import export_gguf_command, train_editor_command
 from keproxy.train.nli.evaluate import manifest_scores
 from keproxy.train.nli.train import NLITrainConfig, read_manifest, train_nli
 
@@ -227,6 +227,7 @@ def gate(
 
 
 train_app.command("editor")(train_editor_command)
+train_app.command("editor-gguf")(export_gguf_command)
 
 if __name__ == "__main__":  # python -m keproxy.train.cli nli ... (the Makefile's entry point)
     train_app()

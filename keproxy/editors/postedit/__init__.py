@@ -8,12 +8,14 @@ post-editor is pointed at the upstream itself).
 
 Post-editors (:class:`PostEditorRegistry`): ``span`` (rules), ``located`` (the stale tagger's locate and rewrite),
 ``llm`` (chat model + T^edit), ``local``
-(causal LM + LoRA adapter); more through the entry-point group ``keproxy.post_editors``.
+(causal LM + LoRA adapter, by transformers, optionally bitsandbytes 8-bit, or by llama.cpp from a merged GGUF:
+``runtime: gguf``); more through the entry-point group ``keproxy.post_editors``.
 """
 
 from keproxy.editors.postedit.base import PostEditor, PostEditResult, edit_objects, gate
 from keproxy.editors.postedit.llm import LLMPostEditor
 from keproxy.editors.postedit.local import LocalPostEditor
+from keproxy.editors.postedit.local_gguf import GgufPostEditor
 from keproxy.editors.postedit.located import LocatedPostEditor
 from keproxy.editors.postedit.preprocess import PreprocessMode, PreprocessResult, preprocess
 from keproxy.editors.postedit.prompts import RETAIN_TOKEN, T_AUG, T_EDIT, fill_t_aug, fill_t_edit, is_retain
@@ -25,6 +27,7 @@ __all__ = [
     "RETAIN_TOKEN",
     "T_AUG",
     "T_EDIT",
+    "GgufPostEditor",
     "LLMPostEditor",
     "LocalPostEditor",
     "LocatedPostEditor",

