@@ -226,12 +226,11 @@ class Tagger:
                 if forward is None:
                     tokenizer, forward = self._load_torch()
                     self.active_runtime = "torch"
-                else:
-                    from transformers import AutoTokenizer
-
+                else:  # tokenizers alone: transformers would import torch into the worker
+                    from keproxy.corrections.onnx_tagger import PairTokenizer
                     from keproxy.models.artifacts import packaged_model_path
 
-                    tokenizer = AutoTokenizer.from_pretrained(packaged_model_path(), local_files_only=True)
+                    tokenizer = PairTokenizer(packaged_model_path())
                     self.active_runtime = self.runtime
                 self._loaded = (tokenizer, forward)
             return self._loaded

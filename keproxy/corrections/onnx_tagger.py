@@ -27,7 +27,14 @@ import numpy as np
 
 from keproxy.models.onnx_cache import cached_session, default_cache_dir, files_digest, write_atomically
 
-__all__ = ["ONNX_RUNTIMES", "OnnxTaggerModel", "export_tagger", "load_onnx_tagger", "tagger_digest"]
+__all__ = [
+    "ONNX_RUNTIMES",
+    "OnnxTaggerModel",
+    "PairTokenizer",
+    "export_tagger",
+    "load_onnx_tagger",
+    "tagger_digest",
+]
 
 #: The ONNX runtimes :func:`load_onnx_tagger` accepts.
 ONNX_RUNTIMES = ("onnx", "onnx-int8")
@@ -35,6 +42,54 @@ _FORMAT = "keproxy-tagger-onnx-v1 opset17"  # part of the digest: bump when the 
 _ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "keproxy-tagger.json")
 _BASE_FILES = ("config.json", "model.safetensors")
 _INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+class PairEncoding:
+    """One ``(text, pair)`` encoding read the way :class:`keproxy.corrections.model.Tagger` reads transformers'
+    ``BatchEncoding``: ``enc["input_ids"]``, ``enc["token_type_ids"]``, ``enc["offset_mapping"]`` and
+    ``enc.sequence_ids()``."""
+
+    def __init__(self, encoding: Any) -> None:
+        self._encoding = encoding
+        self._fields = {
+            "input_ids": encoding.ids,
+            "token_type_ids": encoding.type_ids,
+            "offset_mapping": encoding.offsets,
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        return self._fields[key]
+
+    def sequence_ids(self) -> list[int | None]:
+        return list(self._encoding.sequence_ids)
+
+
+class PairTokenizer:
+    """The packaged MiniLM's fast tokenizer (``tokenizer.json``) on ``tokenizers`` alone, called as the taggers
+    call transformers' ``AutoTokenizer``: ``tokenizer(text, pair, truncation="longest_first",
+    max_length=n, return_offsets_mapping=True)``, no padding; ``pad_token_id``. The same Rust tokenizer gives
+    the same ids, types and offsets (tests/corrections/test_onnx_tagger.py compares them), without importing
+    transformers, which imports torch (~250 MiB of a worker's memory): an ONNX tagger never needs it."""
+
+    def __init__(self, folder: Path | str) -> None:
+        from tokenizers import Tokenizer
+
+        self._tokenizer = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+        self._tokenizer.no_padding()
+        self._max_length: int | None = None
+        pad = self._tokenizer.token_to_id("[PAD]")
+        self.pad_token_id = 0 if pad is None else pad
+
+    def __call__(
+        self, text: str, pair: str, *, truncation: str, max_length: int, return_offsets_mapping: bool = True
+    ) -> PairEncoding:
+        if truncation != "longest_first":
+            raise ValueError(f"only longest_first truncation is supported, not {truncation!r}")
+        if self._max_length != max_length:
+            self._tokenizer.enable_truncation(max_length, strategy="longest_first")
+            self._max_length = max_length
+        # an empty pair is no pair, as transformers reads it
+        return PairEncoding(self._tokenizer.encode(text, pair) if pair else self._tokenizer.encode(text))
 
 
 def tagger_digest(folder: Path | str, base: Path | str | None = None) -> str:

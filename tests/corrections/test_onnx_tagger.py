@@ -201,3 +201,43 @@ def test_length_batches_cover_every_input_once_and_pad_no_more_than_one_batch(le
     assert padded <= naive
     if lengths == [5, 128, 6, 127, 7, 126]:  # two lengths far apart: two batches
         assert sorted(sorted(b) for b in batches) == [[0, 2, 4], [1, 3, 5]]
+
+
+def test_the_onnx_taggers_tokenizer_encodes_as_transformers_does() -> None:
+    from transformers import AutoTokenizer
+
+    from keproxy.corrections.model import encode
+    from keproxy.corrections.onnx_tagger import PairTokenizer
+    from keproxy.models.artifacts import packaged_model_path
+
+    reference = AutoTokenizer.from_pretrained(packaged_model_path(), local_files_only=True)
+    ours = PairTokenizer(packaged_model_path())
+    assert ours.pad_token_id == reference.pad_token_id
+    story = "Ruby the fox lived deep in a birch forest. " * 40  # longer than any max_length: truncated
+    pairs = [("Actually, it's at 4pm.", "The meeting is on Tuesday at 3pm in Room 204."), ("Make that Tuesday.", ""),
+             ("naïve café: “3 ½ cups”, 日本語 😀", "ÀÉÎ ß ﬁ"), (story, story[:300]), ("", "")]  # fmt: skip
+    for max_length in (16, 128, 256):
+        for text, pair in pairs:
+            a, b = encode(reference, text, pair, max_length), encode(ours, text, pair, max_length)
+            assert list(b["input_ids"]) == list(a["input_ids"])
+            assert list(b["token_type_ids"]) == list(a["token_type_ids"])
+            assert [tuple(o) for o in b["offset_mapping"]] == [tuple(o) for o in a["offset_mapping"]]
+            assert b.sequence_ids() == a.sequence_ids()
+
+
+def test_an_onnx_tagger_does_not_import_torch(tmp_path: Path) -> None:
+    """Once its graph is exported (here, by this process into ``tmp_path``), a worker tagging on ONNX never
+    imports torch."""
+    import os
+    import subprocess
+
+    Tagger(MODELS_DIR / "turn-tagger", runtime="onnx", threads=1, onnx_cache_dir=tmp_path).tag([("a", "b")])
+    code = (
+        "import sys; from keproxy.corrections.model import Tagger, MODELS_DIR; "
+        "t = Tagger(MODELS_DIR / 'turn-tagger', runtime='onnx', threads=1); "
+        "t.tag([('Actually, it is at 4pm.', 'The meeting is at 3pm.')]); "
+        "assert t.active_runtime == 'onnx', t.active_runtime; print('torch' in sys.modules)"
+    )
+    env = {**os.environ, "KEPROXY_ONNX_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip().splitlines()[-1] == "False"
