@@ -39,6 +39,7 @@ __all__ = [
     "counted",
     "current",
     "distinctive",
+    "labelled",
     "one_fact",
     "propagate",
     "restated",
@@ -484,3 +485,47 @@ def with_counted_noun(text: str, start: int, end: int, new: str) -> int:
     if m is None or word is None or _singular(word) != _singular(m.group(2)):
         return end
     return text.index(word, end) + len(word)
+
+
+_ITEM_EDGE = re.compile(r"[,;|+=\n()]|\band\b|\bthen\b|[.!?](?=\s)")
+
+
+def _item(text: str, start: int, end: int) -> tuple[int, int]:
+    """The list item holding ``text[start:end]``: the text between the nearest item separators around it
+    (a comma, semicolon, table bar, plus sign, "and", "then", a sentence end)."""
+    left = max((m.end() for m in _ITEM_EDGE.finditer(text, 0, start)), default=0)
+    right = next((m.start() for m in _ITEM_EDGE.finditer(text, end)), len(text))
+    return left, right
+
+
+def labelled(
+    found: Sequence[Found], texts: Sequence[str], turn_text: str, pairs: Sequence[tuple[str | None, str]]
+) -> list[Found]:
+    """``found`` without the spans of another item of the same sentence: when the correcting turn names what it
+    corrects ("Groceries are 450", "The vet is at 10:15") and a span's list item says it ("groceries 400",
+    "the vet on the 14th at 9:30"), the spans of the same sentence whose item names something else ("transport
+    150", "dentist on the 12th at 9:30") are another fact's value and are not stale. Items are cut at commas,
+    semicolons, table bars, plus and equals signs, "and", "then" and sentence ends (:func:`_item`)."""
+    out = list(found)
+    for k, (old, new) in enumerate(pairs):
+        asked = _stems(turn_text) - _stems(new) - _stems(old or "")
+        if not asked:
+            continue
+        mine = [f for f in out if f.correction == k]
+        items = {f: _item(texts[f.turn], f.start, f.end) for f in mine}
+        words = {f: _stems(texts[f.turn][a:b]) for f, (a, b) in items.items()}
+        # an item naming what the turn asks about, or a word of the new value ("3rd floor" for "4th floor")
+        named = {f for f in mine if words[f] & (asked | _stems(new))}
+        if not named:
+            continue
+        lines = {(f.turn, _line(texts[f.turn], f.start)) for f in named}
+        out = [
+            f for f in out
+            if f not in items or f in named or (f.turn, _line(texts[f.turn], f.start)) not in lines or not words[f]
+        ]  # fmt: skip
+    return out
+
+
+def _line(text: str, at: int) -> int:
+    """The offset where the line holding ``at`` starts (a sentence of a paragraph, a row of a table)."""
+    return text.rfind("\n", 0, at) + 1

@@ -36,6 +36,7 @@ from keproxy.corrections.consolidate import (
     copies,
     counted,
     current,
+    labelled,
     narrow,
     one_fact,
     propagate,
@@ -323,6 +324,7 @@ class CorrectionUnderstanding:
         ]
         found = restated(current(found, texts, [new for _, new in pairs]), texts, texts[turn], pairs)
         found = counted(found, texts, pairs)
+        found = labelled(found, texts, texts[turn], pairs)
         found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))
         found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):

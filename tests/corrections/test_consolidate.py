@@ -9,6 +9,7 @@ from keproxy.corrections.consolidate import (
     counted,
     current,
     distinctive,
+    labelled,
     narrow,
     one_fact,
     propagate,
@@ -266,3 +267,20 @@ def test_a_number_right_after_the_counted_noun_labels_one_and_is_not_the_count()
     found = [Found(1, 4, 5, 0, 0.5), Found(1, 30, 31, 0, 0.5)]
     kept = counted(found, ["", text], [(None, "4 days")])
     assert [text[f.start : f.end] for f in kept] == ["3 days"]
+
+
+def test_a_value_in_another_list_item_of_the_line_is_another_facts() -> None:
+    text = "My budget: rent 1200, groceries 400, transport 150. Total?"
+    found = [Found(1, text.index("400"), text.index("400") + 3, 0, 0.5),
+             Found(1, text.index("150"), text.index("150") + 3, 0, 0.5)]  # fmt: skip
+    kept = labelled(found, ["", text], "Groceries are 450 actually.", [(None, "450")])
+    assert [text[f.start : f.end] for f in kept] == ["400"]
+
+
+def test_items_are_not_compared_when_the_turn_names_nothing_they_say() -> None:
+    text = "Ward 7B, 3rd floor, St Mary's."
+    found = [Found(1, 5, 7, 0, 0.5), Found(1, 9, 18, 0, 0.5)]
+    # "floor" is a word of the new value: the "3rd floor" item is named too, so neither span is dropped
+    assert (
+        labelled(found, ["", text], "the ward moved up one level, 4th floor", [(None, "4th floor")]) == found
+    )
