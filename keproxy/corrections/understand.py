@@ -34,9 +34,7 @@ from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.consolidate import (
     Found,
     copies,
-    counted,
     current,
-    labelled,
     narrow,
     one_fact,
     propagate,
@@ -46,8 +44,8 @@ from keproxy.corrections.consolidate import (
     support,
     typed_candidates,
     whole_token,
-    with_counted_noun,
 )
+from keproxy.corrections.counts import counted, labelled, with_counted_noun
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.gate import CorrectionGate

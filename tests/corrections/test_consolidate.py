@@ -6,10 +6,8 @@ import pytest
 
 from keproxy.corrections.consolidate import (
     Found,
-    counted,
     current,
     distinctive,
-    labelled,
     narrow,
     one_fact,
     propagate,
@@ -20,8 +18,8 @@ from keproxy.corrections.consolidate import (
     typed_candidates,
     value_key,
     whole_token,
-    with_counted_noun,
 )
+from keproxy.corrections.counts import counted, labelled, with_counted_noun
 from keproxy.corrections.rewrite import replacement
 
 

@@ -1,0 +1,151 @@
+"""Values of other facts beside the stale one: counts of other things and other items of a list.
+
+A correction's new value says which fact it is about. When it is a number and the noun it counts ("1 egg"), the
+numbers counting other nouns ("2 cups", "2 tbsp") are other facts (:func:`counted`); when the correcting turn
+names the attribute ("Groceries are 450"), the values of the line's other list items ("transport 150") are
+other facts (:func:`labelled`). Both run on the located spans (:class:`~keproxy.corrections.consolidate.Found`)
+before one fact is chosen; :func:`with_counted_noun` widens a rewritten count over its noun.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from keproxy.corrections.consolidate import _NUMBER, Found, _stems
+
+__all__ = ["counted", "labelled", "with_counted_noun"]
+
+
+_COUNT = re.compile(r"(\d+(?:[.,]\d+)*)\s+([^\W\d_]+)")
+#: Words that may follow a number without naming what it counts ("for 4 at 7pm", "4 or 5", "4 of us").
+_NOT_COUNTED = frozenset(
+    (
+        "a", "an", "and", "or", "to", "at", "on", "in", "of", "for", "by", "with", "from", "per", "each", "is",
+        "are", "was", "were", "am", "pm", "the", "this", "that", "than", "more", "less", "instead", "not", "but",
+        "so", "if", "then", "as", "please", "total", "times", "x",
+    )
+)  # fmt: skip
+
+
+def _singular(word: str) -> str:
+    """A noun without its plural ending ("eggs" -> "egg", "batteries" -> "battery"), case folded."""
+    word = word.casefold()
+    for suffix in ("ies", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def _noun_stem(word: str) -> str:
+    """A noun's crude stem, the first 5 letters of its singular, as :func:`_stems` compares words
+    ("eggs"/"egg", "respondents"/"responses", "children"/"child")."""
+    return _singular(word)[:5]
+
+
+def _counted_word(text: str, end: int) -> str | None:
+    """The word right after ``text[:end]`` when it names what a number counts ("2 eggs" -> "eggs"); None when
+    nothing or a function word follows ("for 4 at 7pm")."""
+    m = re.match(r"[ \t]+([^\W\d_]+)", text[end:])
+    if m is None or m.group(1).casefold() in _NOT_COUNTED:
+        return None
+    return m.group(1)
+
+
+def _word_before(text: str, start: int) -> str:
+    m = re.search(r"([^\W\d_]+)[ \t]+$", text[max(0, start - 40) : start])
+    return m.group(1) if m else ""
+
+
+def counted(
+    found: Sequence[Found], texts: Sequence[str], pairs: Sequence[tuple[str | None, str]]
+) -> list[Found]:
+    """``found`` with the counts of other things dropped, for a correction whose new value is a number and the
+    noun it counts ("1 egg", "10 hours"): when one of its bare-number spans is followed by that noun ("2 eggs"),
+    the others followed by another noun ("2 cups", "2 tbsp") count something else and are not stale, and the
+    spans followed by the noun itself are widened over it ("2 eggs"), so that they are weighed and rewritten as
+    the value the new one replaces ("1 egg", not "1 egg eggs"); a span followed by the noun in other words
+    ("430 responses" for "340 respondents", same first 5 letters) stays the number alone. Spans of a correction without such evidence are
+    kept as they are (a synonym, "2 children" for "3 kids", is not told apart from another fact). A number
+    right after the noun ("Day 3" for "4 days") labels one of them and is dropped in any case."""
+    out = list(found)
+    for k, (_, new) in enumerate(pairs):
+        m = _COUNT.fullmatch(new.strip().rstrip(".!?"))
+        if m is None or m.group(2).casefold() in _NOT_COUNTED:
+            continue
+        noun = _noun_stem(m.group(2))
+        mine = [f for f in out if f.correction == k and _NUMBER.fullmatch(texts[f.turn][f.start : f.end])]
+        # a number right after the noun labels one of them ("Day 3", "Room 204"): it is not their count
+        labels = {f for f in mine if _singular(_word_before(texts[f.turn], f.start)) == _singular(m.group(2))}
+        out = [f for f in out if f not in labels]
+        mine = [f for f in mine if f not in labels]
+        following = {f: _counted_word(texts[f.turn], f.end) for f in mine}
+        if not any(w is not None and _noun_stem(w) == noun for w in following.values()):
+            continue
+        kept = []
+        for f in out:
+            word = following.get(f)
+            if f not in following or word is None:
+                kept.append(f)
+            elif _singular(word) != _singular(m.group(2)):
+                if _noun_stem(word) == noun:  # the same thing in other words ("430 responses"): the number
+                    kept.append(f)
+            else:  # the span is the number and its noun, as the new value is
+                end = texts[f.turn].index(word, f.end) + len(word)
+                kept.append(Found(f.turn, f.start, end, f.correction, f.weight, f.named))
+        out = kept
+    return out
+
+
+def with_counted_noun(text: str, start: int, end: int, new: str) -> int:
+    """The end of a bare-number span widened over the noun that follows it when the new value is a number and
+    that noun ("2 eggs" for "1 egg"), so the rewrite replaces both ("1 egg", not "1 egg eggs"); else ``end``."""
+    m = _COUNT.fullmatch(new.strip().rstrip(".!?"))
+    word = _counted_word(text, end) if m and _NUMBER.fullmatch(text[start:end]) else None
+    if m is None or word is None or _singular(word) != _singular(m.group(2)):
+        return end
+    return text.index(word, end) + len(word)
+
+
+_ITEM_EDGE = re.compile(r"[,;|+=\n()]|\band\b|\bthen\b|[.!?](?=\s)")
+
+
+def _item(text: str, start: int, end: int) -> tuple[int, int]:
+    """The list item holding ``text[start:end]``: the text between the nearest item separators around it
+    (a comma, semicolon, table bar, plus sign, "and", "then", a sentence end)."""
+    left = max((m.end() for m in _ITEM_EDGE.finditer(text, 0, start)), default=0)
+    right = next((m.start() for m in _ITEM_EDGE.finditer(text, end)), len(text))
+    return left, right
+
+
+def labelled(
+    found: Sequence[Found], texts: Sequence[str], turn_text: str, pairs: Sequence[tuple[str | None, str]]
+) -> list[Found]:
+    """``found`` without the spans of another item of the same sentence: when the correcting turn names what it
+    corrects ("Groceries are 450", "The vet is at 10:15") and a span's list item says it ("groceries 400",
+    "the vet on the 14th at 9:30"), the spans of the same sentence whose item names something else ("transport
+    150", "dentist on the 12th at 9:30") are another fact's value and are not stale. Items are cut at commas,
+    semicolons, table bars, plus and equals signs, "and", "then" and sentence ends (:func:`_item`)."""
+    out = list(found)
+    for k, (old, new) in enumerate(pairs):
+        asked = _stems(turn_text) - _stems(new) - _stems(old or "")
+        if not asked:
+            continue
+        mine = [f for f in out if f.correction == k]
+        items = {f: _item(texts[f.turn], f.start, f.end) for f in mine}
+        words = {f: _stems(texts[f.turn][a:b]) for f, (a, b) in items.items()}
+        # an item naming what the turn asks about, or a word of the new value ("3rd floor" for "4th floor")
+        named = {f for f in mine if words[f] & (asked | _stems(new))}
+        if not named:
+            continue
+        lines = {(f.turn, _line(texts[f.turn], f.start)) for f in named}
+        out = [
+            f for f in out
+            if f not in items or f in named or (f.turn, _line(texts[f.turn], f.start)) not in lines or not words[f]
+        ]  # fmt: skip
+    return out
+
+
+def _line(text: str, at: int) -> int:
+    """The offset where the line holding ``at`` starts (a sentence of a paragraph, a row of a table)."""
+    return text.rfind("\n", 0, at) + 1
