@@ -198,7 +198,7 @@ def one_fact_each(
     by_correction: dict[int, list[tuple[int, int, float]]] = {}
     for x, y, _ in snap_to_words(sentence, result.spans):
         span = sentence[x:y]
-        k = choose_correction(span, sentence, pairs)
+        k = choose_correction(span, sentence, pairs, x)
         if fits(span, *pairs[k]):
             by_correction.setdefault(k, []).append((x, y, result.span_confidence(x, y)))
     out: list[tuple[int, int, int]] = []
