@@ -4,7 +4,11 @@ Not a test. For every corrected chat of the split, the learned detector runs on 
 ``keproxy eval chats`` scores it) and every occurrence of every gold stale span that no span edit touches
 (not one character of it rewritten) is put in the first stage that lost it:
 
-- ``a-detect``: the last turn not detected as a correction, or detected with no (old, new) values;
+- ``a-detect``: the last turn not detected as a correction, or detected with no (old, new) values (the
+  detector then reports the whole turn as the new value, with no spans);
+- ``a-values``: detected, but the gold correction the span states (its new value in the span's replacement)
+  has no extracted new value that states it with at most two more words (:func:`_covers`: "night" for
+  "monday night", a new value running on into the rest of the turn, a second fact missed);
 - ``b-candidate``: the sentence holding the occurrence was not sent to the stale tagger (the
   ``max_candidates`` cut, or a turn or sentence outside :func:`~keproxy.corrections.tagging.candidate_sentences`);
 - ``c-score``: sent, but the stale tagger scored the sentence below ``stale_threshold`` (and nothing else, a
@@ -32,10 +36,11 @@ from typing import Any
 
 from keproxy.corrections.corpus import load_corpus
 from keproxy.corrections.model import MODELS_DIR, Tagger
+from keproxy.corrections.spans import fold
 from keproxy.corrections.understand import CorrectionUnderstanding
 from keproxy.messages import message_text
 
-STAGES = ("a-detect", "b-candidate", "c-score", "d-dropped")
+STAGES = ("a-detect", "a-values", "b-candidate", "c-score", "d-dropped")
 
 
 class _Recorder:
@@ -90,8 +95,10 @@ def diagnose(u: CorrectionUnderstanding, rec: _Recorder, chat: dict[str, Any]) -
                 continue
             tagged = False
             sentence, score, tags = "", None, []
-            if not found or all(c.new is None for c in found):
+            if not found or all(c.new in (None, message_text(messages[last])) for c in found):
                 stage = "a-detect"
+            elif not _extracted(span, chat.get("corrections", []), [c.new for c in found if c.new]):
+                stage = "a-values"
             else:
                 mine = [(k, r) for k, r in sent.items() if k[0] == turn and k[1] <= at < k[2]]
                 if mine:
@@ -111,6 +118,21 @@ def diagnose(u: CorrectionUnderstanding, rec: _Recorder, chat: dict[str, Any]) -
         "id": chat["id"], "style": chat["style"], "lost": lost, "sent": len(rec.sent), "pairs": len(found),
         "values": [(c.old, c.new) for c in found], "gold": chat.get("corrections", []),
     }  # fmt: skip
+
+
+def _extracted(span: dict[str, Any], corrections: list[dict[str, Any]], news: list[str]) -> bool:
+    """Whether the gold corrections whose new value the span's replacement holds (all of them for a derived
+    span: unknown) have an extracted new value containing it or contained in it (folded)."""
+    mine = [c["new"] for c in corrections if c.get("new") and fold(c["new"]) in fold(span["replacement"])]
+    return all(any(_covers(n, g) for n in news) for g in mine)
+
+
+def _covers(extracted: str, gold: str) -> bool:
+    """Whether an extracted new value states the gold one: holds its words (folded), with at most two more
+    ("the Riverside Community Centre" for "Riverside Community Centre"; not "night" for "monday night", nor
+    "XL. and yes use that card" for "XL")."""
+    a, b = fold(extracted).split(), fold(gold).split()
+    return f" {' '.join(b)} " in f" {' '.join(a)} " and len(a) <= len(b) + 2
 
 
 def _direct(span: dict[str, Any], corrections: list[dict[str, Any]]) -> bool:
@@ -159,10 +181,10 @@ def main() -> None:
             per_chat[("direct" if direct else "derived", min(direct) if direct else first)] += 1
     styles = ["overall", "direct", "derived", *sorted({r["style"] for r in rows})]
     print(f"{len(chats)} corrected chats; untouched gold stale occurrences (chats, by first stage):")
-    print(f"{'style':16s} " + " ".join(f"{s:>16s}" for s in STAGES))
+    print(f"{'style':16s} " + " ".join(f"{s:>15s}" for s in STAGES))
     for style in styles:
         print(
-            f"{style:16s} " + " ".join(f"{occ[(style, s)]:>9d} ({per_chat[(style, s)]:>3d})" for s in STAGES)
+            f"{style:16s} " + " ".join(f"{occ[(style, s)]:>8d} ({per_chat[(style, s)]:>3d})" for s in STAGES)
         )
     print(
         "direct: the span states a corrected value (its replacement holds a gold new value or its text a gold"
