@@ -30,7 +30,7 @@ from typing import Any
 
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.rewrite import differing_words, shape
-from keproxy.corrections.spans import find_all, fold, numbers, occurrences, skeleton
+from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
 from keproxy.corrections.tagging import widen_to_words
 
 __all__ = [
@@ -330,8 +330,8 @@ def propagate(
     allowed = list(turns)
     for f in found:
         text = texts[f.turn][f.start : f.end]
-        if len(text.strip()) < 2:
-            continue
+        if len(text.strip()) < 2 and not (f.named and text.strip().isdigit()):
+            continue  # one letter or digit is too common to copy, unless the user named that digit
         for turn, at, end in copies(texts, allowed, text, sentence_score, min_score=min_score):
             if not any(t == turn and s < end and at < e for t, s, e in taken):
                 out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))
@@ -355,8 +355,10 @@ def copies(
     for turn in turns:
         for at in find_all(texts[turn].casefold(), needle):
             end = at + len(needle)
-            if standalone(texts[turn], at, end, loose=wide) and (
-                wide or sentence_score(turn, at) >= min_score
+            if (
+                standalone(texts[turn], at, end, loose=wide)
+                and not list_marker(texts[turn], at, end)
+                and (wide or sentence_score(turn, at) >= min_score)
             ):
                 yield turn, at, end
 

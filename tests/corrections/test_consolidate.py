@@ -214,3 +214,18 @@ def test_a_capital_at_the_head_of_a_list_item_is_not_a_name() -> None:
     turn = "The charging port in there is the prototype's. Production units have usb-c."
     found = _spans(texts, ["Charging", "micro-USB"])
     assert restated(found, texts, turn, [(None, "usb-c")]) == found[1:]  # "Charging": the attribute
+
+
+def test_a_named_digit_reaches_its_copies_in_related_sentences_but_not_list_numbers() -> None:
+    # "not 90 and 3": the user named "3"; its copy in a related sentence is as stale, the item number is not
+    texts = [
+        "90 tablets, 3 refills.",
+        "1. Name\n3. Quantity: 90 tablets\n4. Refills remaining: 3\n5. Payment",
+    ]
+    found = [Found(0, texts[0].index("3"), texts[0].index("3") + 1, 0, 1.99, named=True)]
+    out = propagate(texts, [0, 1], found, lambda turn, at: 0.5)
+    assert {(f.turn, f.start) for f in out} == {(0, texts[0].index("3")), (1, texts[1].rindex("3"))}
+    # a single digit the user did not name is too common to copy
+    assert propagate(texts, [0, 1], [Found(0, 12, 13, 0, 0.9)], lambda turn, at: 0.5) == [
+        Found(0, 12, 13, 0, 0.9)
+    ]
