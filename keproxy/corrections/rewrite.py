@@ -36,6 +36,7 @@ __all__ = [
     "replacement",
     "shape",
     "unquoted",
+    "word_changes",
     "written_agreement",
 ]
 
@@ -290,15 +291,26 @@ def differing_words(
         after = after.rstrip(".!?")  # the sentence goes on
     if lo > 0 and after[:1].isupper() and text[x : x + 1].islower():
         after = after[0].lower() + after[1:]  # no longer the start of the sentence
-    pairs = [
-        (
-            text[old_words[i1][0] : old_words[i1][1]].strip(_EDGE),
-            new[new_words[j1][0] : new_words[j1][1]].strip(_EDGE),
-        )
+    return (x, y, after), word_changes(text[start:end], new)
+
+
+def word_changes(before: str, after: str) -> list[tuple[str, str]]:
+    """(old word, new word) for each single word that the clause ``after`` writes differently from the clause
+    ``before`` it restates (punctuation at the words' ends left out): "the show starts at 8 pm" -> "the show
+    starts at 8:30 pm" gives [("8", "8:30")]. Empty when the two share fewer than three in four of ``after``'s
+    words (a reworded clause: its words do not line up)."""
+    old_words = [m.group() for m in _WORD.finditer(before)]
+    new_words = [m.group() for m in _WORD.finditer(after)]
+    a = [w.strip(_EDGE).casefold() for w in old_words]
+    b = [w.strip(_EDGE).casefold() for w in new_words]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if not b or sum(m.size for m in matcher.get_matching_blocks()) * 4 < len(b) * 3:
+        return []
+    return [
+        (old_words[i1].strip(_EDGE), new_words[j1].strip(_EDGE))
         for op, i1, i2, j1, j2 in matcher.get_opcodes()
         if op == "replace" and i2 - i1 == 1 and j2 - j1 == 1
     ]
-    return (x, y, after), pairs
 
 
 def choose_correction(

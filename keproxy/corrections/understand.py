@@ -427,7 +427,7 @@ class CorrectionUnderstanding:
                     for index, at in occurrences(messages, texts, turn, skip, before, fold_case=False):
                         if (index, at) != (span.turn_index, span.start):
                             found.append(SpanEdit(index, at, at + len(before), before, after, k))
-                return restated_words(messages, texts, turn, skip, found)
+                return restated_words(messages, texts, turn, skip, found, flagged)
         return []
 
     def _quoted(

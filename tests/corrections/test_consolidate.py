@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import (
     Found,
     current,
@@ -12,6 +13,7 @@ from keproxy.corrections.consolidate import (
     one_fact,
     propagate,
     restated,
+    restated_words,
     standalone,
     states,
     support,
@@ -19,7 +21,7 @@ from keproxy.corrections.consolidate import (
     value_key,
     whole_token,
 )
-from keproxy.corrections.rewrite import replacement
+from keproxy.corrections.rewrite import replacement, word_changes
 
 
 @pytest.mark.parametrize(
@@ -229,3 +231,30 @@ def test_a_named_digit_reaches_its_copies_in_related_sentences_but_not_list_numb
     assert propagate(texts, [0, 1], [Found(0, 12, 13, 0, 0.9)], lambda turn, at: 0.5) == [
         Found(0, 12, 13, 0, 0.9)
     ]
+
+
+def test_a_restated_clauses_changed_time_is_changed_in_the_flagged_sentences_only() -> None:
+    plan = "The doors open at 7 pm and the show starts at 8 pm."
+    advice = "Since the show starts at 8 pm, book dinner early. The bus leaves at 8 pm too."
+    texts = [plan, advice, "it's: The doors open at 7 pm and the show starts at 8:30 pm"]
+    messages = [{"role": "assistant", "content": t} for t in texts[:2]] + [
+        {"role": "user", "content": texts[2]}
+    ]
+    new = "The doors open at 7 pm and the show starts at 8:30 pm"
+    whole = [SpanEdit(0, 0, len(plan) - 1, plan[:-1], new, 0)]
+    flagged = [(1, 0, advice.index(" The bus"))]  # the tagger flagged the show sentence, not the bus one
+    out = restated_words(messages, texts, 2, set(), whole, flagged)
+    assert [(e.turn_index, e.before, e.after) for e in out] == [(0, plan[:-1], new), (1, "8", "8:30")]
+    assert out[1].start == advice.index("8 pm")
+    # with no flagged sentence, a common value changes nowhere else
+    assert restated_words(messages, texts, 2, set(), whole) == whole
+
+
+def test_word_changes_lines_up_the_words_of_a_restated_clause() -> None:
+    assert word_changes("the show starts at 8 pm.", "the show starts at 8:30 pm") == [("8", "8:30")]
+    before, after = (
+        "it was handed to DPD on 5 June at the depot.",
+        "It was handed to Evri on 6 June at the depot",
+    )
+    assert word_changes(before, after) == [("DPD", "Evri"), ("5", "6")]
+    assert word_changes("the show starts at 8 pm", "a late start for everybody tonight") == []
