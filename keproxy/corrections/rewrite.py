@@ -354,9 +354,9 @@ def written_agreement(text: str, start: int, end: int, new: str) -> int:
     """How the value ``text[start:end]`` is written like the short new value ``new``, 0 to 2: one for the
     same written form (:func:`_written_form`) of the whitespace-delimited token holding the span and of the
     new value's first word with a digit (or its first word; a span of several words: the whole new value),
-    one for the same unit word after them ("8" of
-    "8 vCPU" and "4 vCPU"; "32" of "32 GB RAM" and "16 GB"). Two values of one chat written alike are more
-    likely the same attribute; 0 for a new value of more than :data:`_SHORT` words."""
+    one for the same unit word after them ("8" of "8 vCPU" and "4 vCPU"; "32" of "32 GB RAM" and "16 GB").
+    Two values of one chat written alike are more likely the same attribute; 0 for a new value of more than
+    :data:`_SHORT` words."""
     words = new.split()
     if not words or len(words) > _SHORT or not 0 <= start < end <= len(text):
         return 0

@@ -154,7 +154,7 @@ def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[
     return out
 
 
-_MARKER_BEFORE = re.compile(r"(?:^|\n)[ \t>*_-]*$")
+_MARKER_INDENT = re.compile(r"[ \t>*_-]*")
 
 
 def list_marker(text: str, start: int, end: int) -> bool:
@@ -163,7 +163,7 @@ def list_marker(text: str, start: int, end: int) -> bool:
     item and states no value, so a correction's old value "3" is not there."""
     return (
         text[start:end].isdigit()
-        and bool(_MARKER_BEFORE.search(text, 0, start))
+        and bool(_MARKER_INDENT.fullmatch(text, text.rfind("\n", 0, start) + 1, start))
         and text[end : end + 2] in {". ", ") ", ".\t", ")\t"}
     )
 
