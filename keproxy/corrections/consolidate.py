@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from keproxy.corrections.base import SpanEdit
-from keproxy.corrections.rewrite import differing_words, shape
-from keproxy.corrections.spans import find_all, fold, numbers, occurrences, skeleton
+from keproxy.corrections.rewrite import differing_words, shape, word_changes
+from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
 from keproxy.corrections.tagging import widen_to_words
 
 __all__ = [
@@ -331,8 +331,8 @@ def propagate(
     allowed = list(turns)
     for f in found:
         text = texts[f.turn][f.start : f.end]
-        if len(text.strip()) < 2:
-            continue
+        if len(text.strip()) < 2 and not (f.named and text.strip().isdigit()):
+            continue  # one letter or digit is too common to copy, unless the user named that digit
         for turn, at, end in copies(texts, allowed, text, sentence_score, min_score=min_score):
             if not any(t == turn and s < end and at < e for t, s, e in taken):
                 out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))
@@ -356,8 +356,10 @@ def copies(
     for turn in turns:
         for at in find_all(texts[turn].casefold(), needle):
             end = at + len(needle)
-            if standalone(texts[turn], at, end, loose=wide) and (
-                wide or sentence_score(turn, at) >= min_score
+            if (
+                standalone(texts[turn], at, end, loose=wide)
+                and not list_marker(texts[turn], at, end)
+                and (wide or sentence_score(turn, at) >= min_score)
             ):
                 yield turn, at, end
 
@@ -368,27 +370,38 @@ def restated_words(
     turn: int,
     skip: set[int],
     whole: Sequence[SpanEdit],
+    related: Sequence[tuple[int, int, int]] = (),
 ) -> list[SpanEdit]:
     """Whole-clause edits (a clause replaced by the clause a correction restates) narrowed to the words from
     the first to the last word the two share (:func:`~keproxy.corrections.rewrite.differing_words`; the
     clause's leading and trailing words the restatement lacks stay), and a single word the restatement changes
     that is :func:`distinctive` ("DPD" -> "Evri") changed wherever the user and assistant turns before
-    ``turn`` (not in ``skip``) state it as a whole word."""
+    ``turn`` (not in ``skip``) state it as a whole word. A changed number, weekday or month ("8 pm" -> "8:30
+    pm", :func:`~keproxy.corrections.rewrite.word_changes`) is changed too where it stands as a whole word in
+    a ``related`` sentence ((turn, start, end): those the stale tagger flagged), which restates the same fact
+    ("the show starts at 8 pm" beside the restated "The doors open at 7 pm and the show starts at 8 pm"); not
+    elsewhere, where the same common value may state another fact."""
     out: list[SpanEdit] = []
-    words: list[tuple[str, str, int]] = []
+    words: list[tuple[str, str, int, bool]] = []  # old, new, correction, only in a related sentence
     for e in whole:
         text = texts[e.turn_index]
         fitted = differing_words(text, e.start, e.end, e.after)
+        changed = word_changes(e.before, e.after) if fitted is None else fitted[1]
         if fitted is None:
             out.append(e)
-            continue
-        (x, y, after), changed = fitted
-        out.append(SpanEdit(e.turn_index, x, y, text[x:y], after, e.correction))
-        words += [(old, new, e.correction) for old, new in changed if distinctive(old)]
-    for old, new, k in words:
+        else:
+            (x, y, after), _ = fitted
+            out.append(SpanEdit(e.turn_index, x, y, text[x:y], after, e.correction))
+        for old, new in changed:
+            if fitted is not None and distinctive(old):
+                words.append((old, new, e.correction, False))
+            elif shape(old) in ("number", "weekday", "month") and fold(old) != fold(new):
+                words.append((old, new, e.correction, True))
+    for old, new, k, near in words:
         for index, at in occurrences(messages, texts, turn, skip, old, fold_case=False):
             end = at + len(old)
             free = not any(o.turn_index == index and o.start < end and at < o.end for o in out)
-            if free and standalone(texts[index], at, end, loose=False):
+            inside = not near or any(i == index and a <= at and end <= b for i, a, b in related)
+            if free and inside and standalone(texts[index], at, end, loose=False):
                 out.append(SpanEdit(index, at, end, old, new, k))
     return out

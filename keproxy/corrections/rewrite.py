@@ -36,6 +36,8 @@ __all__ = [
     "replacement",
     "shape",
     "unquoted",
+    "word_changes",
+    "written_agreement",
 ]
 
 _WORD = re.compile(r"\S+")
@@ -329,20 +331,35 @@ def differing_words(
         after = after.rstrip(".!?")  # the sentence goes on
     if lo > 0 and after[:1].isupper() and text[x : x + 1].islower():
         after = after[0].lower() + after[1:]  # no longer the start of the sentence
-    pairs = [
-        (
-            text[old_words[i1][0] : old_words[i1][1]].strip(_EDGE),
-            new[new_words[j1][0] : new_words[j1][1]].strip(_EDGE),
-        )
+    return (x, y, after), word_changes(text[start:end], new)
+
+
+def word_changes(before: str, after: str) -> list[tuple[str, str]]:
+    """(old word, new word) for each single word that the clause ``after`` writes differently from the clause
+    ``before`` it restates (punctuation at the words' ends left out): "the show starts at 8 pm" -> "the show
+    starts at 8:30 pm" gives [("8", "8:30")]. Empty when the two share fewer than three in four of ``after``'s
+    words (a reworded clause: its words do not line up)."""
+    old_words = [m.group() for m in _WORD.finditer(before)]
+    new_words = [m.group() for m in _WORD.finditer(after)]
+    a = [w.strip(_EDGE).casefold() for w in old_words]
+    b = [w.strip(_EDGE).casefold() for w in new_words]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if not b or sum(m.size for m in matcher.get_matching_blocks()) * 4 < len(b) * 3:
+        return []
+    return [
+        (old_words[i1].strip(_EDGE), new_words[j1].strip(_EDGE))
         for op, i1, i2, j1, j2 in matcher.get_opcodes()
         if op == "replace" and i2 - i1 == 1 and j2 - j1 == 1
     ]
-    return (x, y, after), pairs
 
 
-def choose_correction(span: str, context: str, corrections: Sequence[tuple[str | None, str]]) -> int:
-    """Index of the ``(old, new)`` correction the stale ``span`` (inside ``context``) belongs to: the one
-    whose old value names it, else the one whose new value has the span's shape, else the first."""
+def choose_correction(
+    span: str, context: str, corrections: Sequence[tuple[str | None, str]], at: int | None = None
+) -> int:
+    """Index of the ``(old, new)`` correction the stale ``span`` (inside ``context``, at offset ``at``; None:
+    its first occurrence) belongs to: the one whose old value names it, else the one whose new value has the
+    span's shape, of those the one written most like the span where it stands (:func:`written_agreement`:
+    "70" of "70% complete" goes to "75%", not to "£385k"), else the first."""
     if len(corrections) == 1:
         return 0
     folded = span.casefold()
@@ -350,8 +367,52 @@ def choose_correction(span: str, context: str, corrections: Sequence[tuple[str |
         if old and (folded in old.casefold() or old.casefold() in folded):
             return i
     kind = shape(span)
-    scored = [(shape(new) == kind, -i) for i, (_, new) in enumerate(corrections)]
-    return -max(scored)[1]
+    start = context.find(span) if at is None else at
+    scored = [
+        (
+            shape(new) == kind,
+            written_agreement(context, start, start + len(span), new) if start >= 0 else 0,
+            -i,
+        )
+        for i, (_, new) in enumerate(corrections)
+    ]
+    return -max(scored)[2]
+
+
+_EDGE_MARKS = "()[]{}*_`\"'“”‘’.,;:!?"
+_LETTER_RUN = re.compile(r"[^\W\d_]+")
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+def _written_form(word: str) -> str:
+    """A value's written form: digit runs as "#", letter runs as "a", other characters kept ("£340k" ->
+    "£#a", "4812B" -> "#a", "07:45" -> "#:#", "70%" -> "#%")."""
+    return _LETTER_RUN.sub("a", _DIGIT_RUN.sub("#", word.strip(_EDGE_MARKS)))
+
+
+def written_agreement(text: str, start: int, end: int, new: str) -> int:
+    """How the value ``text[start:end]`` is written like the short new value ``new``, 0 to 2: one for the
+    same written form (:func:`_written_form`) of the whitespace-delimited token holding the span and of the
+    new value's first word with a digit (or its first word; a span of several words: the whole new value),
+    one for the same unit word after them ("8" of "8 vCPU" and "4 vCPU"; "32" of "32 GB RAM" and "16 GB").
+    Two values of one chat written alike are more likely the same attribute; 0 for a new value of more than
+    :data:`_SHORT` words."""
+    words = new.split()
+    if not words or len(words) > _SHORT or not 0 <= start < end <= len(text):
+        return 0
+    i = next((n for n, w in enumerate(words) if any(c.isdigit() for c in w)), 0)
+    a = start
+    while a > 0 and not text[a - 1].isspace():
+        a -= 1
+    b = end
+    while b < len(text) and not text[b].isspace():
+        b += 1
+    token, following = text[a:b], text[b:].split(maxsplit=1)
+    if len(token.split()) > 1:  # a span of several words ("12 Rue Oberkampf") against the whole new value
+        return int(_written_form(token) == _written_form(new))
+    unit = words[i + 1].strip(_EDGE_MARKS).casefold() if i + 1 < len(words) else ""
+    after = following[0].strip(_EDGE_MARKS).casefold() if following else ""
+    return int(_written_form(token) == _written_form(words[i])) + int(bool(unit) and unit == after)
 
 
 # ------------------------------------------------------------------ occurrences of a named old value

@@ -20,6 +20,7 @@ __all__ = [
     "fits",
     "fold",
     "grounded",
+    "list_marker",
     "named_spans",
     "numbers",
     "occurrences",
@@ -148,8 +149,23 @@ def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[
             (at, at + len(core), k)
             for at in find_all(folded, core)
             if widen_to_words(sentence, at, at + len(core)) == (at, at + len(core))
+            and not list_marker(sentence, at, at + len(core))
         ]
     return out
+
+
+_MARKER_INDENT = re.compile(r"[ \t>*_-]*")
+
+
+def list_marker(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is the number of a numbered list item ("3" of "3. Quantity: 90 tablets",
+    "2) Book the ferry"): a number opening a line and followed by "." or ")" and a space. It numbers the
+    item and states no value, so a correction's old value "3" is not there."""
+    return (
+        text[start:end].isdigit()
+        and bool(_MARKER_INDENT.fullmatch(text, text.rfind("\n", 0, start) + 1, start))
+        and text[end : end + 2] in {". ", ") ", ".\t", ")\t"}
+    )
 
 
 _DETERMINER = re.compile(r"(?i)^(?:the|a|an|this|that|my|your|our|his|her|their)\s+")
@@ -198,7 +214,7 @@ def one_fact_each(
     by_correction: dict[int, list[tuple[int, int, float]]] = {}
     for x, y, _ in snap_to_words(sentence, result.spans):
         span = sentence[x:y]
-        k = choose_correction(span, sentence, pairs)
+        k = choose_correction(span, sentence, pairs, x)
         if fits(span, *pairs[k]):
             by_correction.setdefault(k, []).append((x, y, result.span_confidence(x, y)))
     out: list[tuple[int, int, int]] = []

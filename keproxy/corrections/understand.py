@@ -232,7 +232,10 @@ class CorrectionUnderstanding:
         said = set(history.split())
         for i, (a, b) in enumerate(news):
             old = olds[paired[i]] if i in paired else None
-            pairs.append(oriented(text[old[0] : old[1]] if old else None, text[a:b], said))
+            pair = oriented(text[old[0] : old[1]] if old else None, text[a:b], said)
+            if pair[0] and f" {fold(pair[0])} " in f" {fold(pair[1])} ":
+                pair = (None, pair[1])  # "Monday 10 March" restates "March": not what changed
+            pairs.append(pair)
 
         # one value tagged twice ("no, 3691. INV-2024-3691"): the part goes, the whole value stays
         def inside(part: str, whole: str) -> bool:
@@ -428,7 +431,7 @@ class CorrectionUnderstanding:
                     for index, at in occurrences(messages, texts, turn, skip, before, fold_case=False):
                         if (index, at) != (span.turn_index, span.start):
                             found.append(SpanEdit(index, at, at + len(before), before, after, k))
-                return restated_words(messages, texts, turn, skip, found)
+                return restated_words(messages, texts, turn, skip, found, flagged)
         return []
 
     def _quoted(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import (
     Found,
     current,
@@ -12,6 +13,7 @@ from keproxy.corrections.consolidate import (
     one_fact,
     propagate,
     restated,
+    restated_words,
     standalone,
     states,
     support,
@@ -20,7 +22,7 @@ from keproxy.corrections.consolidate import (
     whole_token,
 )
 from keproxy.corrections.counts import counted, labelled, with_counted_noun
-from keproxy.corrections.rewrite import replacement
+from keproxy.corrections.rewrite import replacement, word_changes
 
 
 @pytest.mark.parametrize(
@@ -282,3 +284,45 @@ def test_items_are_not_compared_when_the_turn_names_nothing_they_say() -> None:
     assert (
         labelled(found, ["", text], "the ward moved up one level, 4th floor", [(None, "4th floor")]) == found
     )
+
+
+def test_a_named_digit_reaches_its_copies_in_related_sentences_but_not_list_numbers() -> None:
+    # "not 90 and 3": the user named "3"; its copy in a related sentence is as stale, the item number is not
+    texts = [
+        "90 tablets, 3 refills.",
+        "1. Name\n3. Quantity: 90 tablets\n4. Refills remaining: 3\n5. Payment",
+    ]
+    found = [Found(0, texts[0].index("3"), texts[0].index("3") + 1, 0, 1.99, named=True)]
+    out = propagate(texts, [0, 1], found, lambda turn, at: 0.5)
+    assert {(f.turn, f.start) for f in out} == {(0, texts[0].index("3")), (1, texts[1].rindex("3"))}
+    # a single digit the user did not name is too common to copy
+    assert propagate(texts, [0, 1], [Found(0, 12, 13, 0, 0.9)], lambda turn, at: 0.5) == [
+        Found(0, 12, 13, 0, 0.9)
+    ]
+
+
+def test_a_restated_clauses_changed_time_is_changed_in_the_flagged_sentences_only() -> None:
+    plan = "The doors open at 7 pm and the show starts at 8 pm."
+    advice = "Since the show starts at 8 pm, book dinner early. The bus leaves at 8 pm too."
+    texts = [plan, advice, "it's: The doors open at 7 pm and the show starts at 8:30 pm"]
+    messages = [{"role": "assistant", "content": t} for t in texts[:2]] + [
+        {"role": "user", "content": texts[2]}
+    ]
+    new = "The doors open at 7 pm and the show starts at 8:30 pm"
+    whole = [SpanEdit(0, 0, len(plan) - 1, plan[:-1], new, 0)]
+    flagged = [(1, 0, advice.index(" The bus"))]  # the tagger flagged the show sentence, not the bus one
+    out = restated_words(messages, texts, 2, set(), whole, flagged)
+    assert [(e.turn_index, e.before, e.after) for e in out] == [(0, plan[:-1], new), (1, "8", "8:30")]
+    assert out[1].start == advice.index("8 pm")
+    # with no flagged sentence, a common value changes nowhere else
+    assert restated_words(messages, texts, 2, set(), whole) == whole
+
+
+def test_word_changes_lines_up_the_words_of_a_restated_clause() -> None:
+    assert word_changes("the show starts at 8 pm.", "the show starts at 8:30 pm") == [("8", "8:30")]
+    before, after = (
+        "it was handed to DPD on 5 June at the depot.",
+        "It was handed to Evri on 6 June at the depot",
+    )
+    assert word_changes(before, after) == [("DPD", "Evri"), ("5", "6")]
+    assert word_changes("the show starts at 8 pm", "a late start for everybody tonight") == []

@@ -8,7 +8,13 @@ import random
 import pytest
 
 from keproxy.corrections.base import Correction, SpanEdit
-from keproxy.corrections.rewrite import aligned_run, choose_correction, differing_words, replacement
+from keproxy.corrections.rewrite import (
+    aligned_run,
+    choose_correction,
+    differing_words,
+    replacement,
+    written_agreement,
+)
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
@@ -78,6 +84,34 @@ def test_a_span_goes_to_the_correction_that_names_it_or_shares_its_kind() -> Non
     pairs: list[tuple[str | None, str]] = [("Porto", "Lisbon"), (None, "14:20")]
     assert choose_correction("13:50", "we land at 13:50", pairs) == 1
     assert choose_correction("Porto", "fly to Porto", pairs) == 0
+
+
+def test_a_span_goes_to_the_correction_of_its_kind_written_like_it() -> None:
+    # two new-only numbers: the span goes to the one written like it where it stands, not to the first
+    sentence = "£340k of the £500k budget spent, 70% complete, door code 4812B, 8 vCPU and 32 GB RAM"
+    money_share: list[tuple[str | None, str]] = [(None, "£385k"), (None, "75%")]
+    assert choose_correction("70", sentence, money_share, sentence.index("70%")) == 1
+    assert choose_correction("340k", sentence, money_share, sentence.index("340k")) == 0
+    address_code: list[tuple[str | None, str]] = [(None, "21 Rue Oberkampf"), (None, "7730A")]
+    assert choose_correction("4812B", sentence, address_code) == 1
+    machine: list[tuple[str | None, str]] = [(None, "4 vCPU"), (None, "16 GB")]
+    assert choose_correction("32", sentence, machine) == 1
+    assert choose_correction("8", sentence, machine) == 0
+    # nothing tells them apart: the first, as before
+    assert choose_correction("3", "on 3 May", [(None, "13 May"), (None, "11 May")]) == 0
+
+
+def test_written_agreement_counts_form_and_unit() -> None:
+    text = "Shipping box 60 × 40 × 35 cm, 8.1 kg, address 12 Rue Oberkampf."
+    at = text.index("35")
+    assert written_agreement(text, at, at + 2, "38 cm") == 2  # "#" and the unit "cm"
+    assert written_agreement(text, at, at + 2, "9 kg") == 1  # the form only
+    assert written_agreement(text, at, at + 2, "38.5") == 0
+    at = text.index("8.1")
+    assert written_agreement(text, at, at + 3, "7.9 kg") == 2
+    at = text.index("12 Rue")
+    assert written_agreement(text, at, at + len("12 Rue Oberkampf"), "21 Rue Oberkampf") == 1
+    assert written_agreement(text, at, at + len("12 Rue Oberkampf"), "7730A") == 0
 
 
 def test_patch_changes_exactly_the_located_spans() -> None:

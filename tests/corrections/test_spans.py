@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from keproxy.corrections.spans import fits, numbers
+from keproxy.corrections.spans import fits, list_marker, named_spans, numbers
 
 
 @pytest.mark.parametrize(
@@ -31,3 +31,19 @@ def test_a_named_old_number_fits_only_spans_stating_that_number(span: str, ok: b
 def test_a_named_old_word_fits_a_span_overlapping_it() -> None:
     assert fits("Glasgow", "Glasgow", "Edinburgh")
     assert not fits("Leeds", "Glasgow", "Edinburgh")
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "marker"),
+    [("3. Quantity: 90 tablets", "3", True), ("Notes:\n  2) Book the ferry", "2", True),
+     ("- 3. Quantity", "3", True), ("Refills remaining: 3. Call us.", "3", False),
+     ("3 refills, 90 tablets", "3", False), ("3.5 kg", "3", False)],
+)  # fmt: skip
+def test_a_list_items_number_is_a_marker_not_a_value(text: str, value: str, marker: bool) -> None:
+    at = text.index(value)
+    assert list_marker(text, at, at + len(value)) is marker
+
+
+def test_a_named_old_number_is_not_found_in_a_list_items_number() -> None:
+    sentence = "3. Quantity: 3 boxes"
+    assert named_spans(sentence, [("3", "2")]) == [(13, 14, 0)]

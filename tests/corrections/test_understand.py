@@ -269,3 +269,19 @@ def test_two_value_lists_in_the_same_order_pair_first_with_first(
     result = Tagged(1.0, tuple(spans))
     pairs, _ = understanding._values(text, result, fold("90 tablets, 3 refills remaining"))
     assert pairs == [("90", "30 tablets"), ("3", "2 refills")]
+
+
+def test_an_old_value_the_new_value_restates_is_not_the_old_value(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    # "March" tagged OLD is a word of the new date: the day changed, the month did not
+    text = "Pro rollout is Monday 10 March though, 3 March was the old plan."
+    history = fold("Ledgerly 2.4 will be rolling out to all Pro customers on Monday, 3 March.")
+    month = text.index("3 March") + 2
+    new = (text.index("Monday"), text.index(" though"), "NEW")
+    pairs, _ = understanding._values(text, Tagged(1.0, (new, (month, month + 5, "OLD"))), history)
+    assert pairs == [(None, "Monday 10 March")]
+    # an old value that differs from every word of the new one stays named
+    other = "it's Monday 10 March, not 3 March"
+    spans = tagged(other, [("Monday 10 March", "NEW"), ("3 March", "OLD")])
+    assert understanding._values(other, spans, history)[0] == [("3 March", "Monday 10 March")]
