@@ -33,7 +33,7 @@ from keproxy.corrections.detect import (
     TemplateDetector,
     build_detector,
 )
-from keproxy.corrections.rewrite import find_occurrences, replace_occurrences
+from keproxy.corrections.occurrences import find_occurrences, replace_occurrences
 from keproxy.corrections.templates import TEMPLATES
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor

@@ -11,7 +11,7 @@ import pytest
 
 from keproxy.corrections.base import Correction
 from keproxy.corrections.locate import SpanLocator
-from keproxy.corrections.rewrite import find_occurrences
+from keproxy.corrections.occurrences import find_occurrences
 from keproxy.corrections.templates import fill_template
 from keproxy.datasets import shared_data_dir
 from keproxy.editors.base import EditContext, HistoryEditor, TextEdit

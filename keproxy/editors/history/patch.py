@@ -15,7 +15,7 @@ from typing import Any
 
 from keproxy.corrections.base import Correction, SpanEdit, apply_spans
 from keproxy.corrections.locate import SpanLocator
-from keproxy.corrections.rewrite import replace_occurrences
+from keproxy.corrections.occurrences import replace_occurrences
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult, TextEdit
 from keproxy.editors.history.registry import EditorResources
 from keproxy.memory.embeddings import Embedder

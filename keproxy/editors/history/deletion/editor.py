@@ -25,7 +25,7 @@ from typing import Any
 
 from keproxy.corrections.base import Correction
 from keproxy.corrections.locate import SpanLocator
-from keproxy.corrections.rewrite import find_occurrences, replace_occurrences
+from keproxy.corrections.occurrences import find_occurrences, replace_occurrences
 from keproxy.editors.base import EditContext, HistoryEditor, HistoryEditResult, TextEdit
 from keproxy.editors.history.deletion.backends import (
     Fact,
