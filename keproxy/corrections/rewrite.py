@@ -119,6 +119,22 @@ def _carry_unit(span: str, new: str) -> str:
     return span[: m.start()] + new + span[m.end() :]
 
 
+_ZERO_CENTS = re.compile(r"\d([.,]00)(?!\d)")
+
+
+def _keep_zero_cents(span: str, new: str) -> str:
+    """A whole amount under a span written with zero cents keeps the cents ("€7.00" + "€9" -> "€9.00"), when
+    each holds one number; an amount with cents of its own ("€9.50") is the user's."""
+    cents = _ZERO_CENTS.search(span)
+    amounts = list(_NUMBER.finditer(new))
+    if cents is None or len(amounts) != 1 or len(_NUMBER.findall(span)) != 1:
+        return new
+    m = amounts[0]
+    if re.search(r"[.,]\d{1,2}$", m.group()):
+        return new
+    return new[: m.end()] + cents.group(1) + new[m.end() :]
+
+
 _AMOUNT = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th)?")
 
 
@@ -224,7 +240,7 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
             return joined if joined != span else None
         fitted = _strip_shared(new, sentence[:start], sentence[end:]).strip(" ,;")
         fitted = fitted.rstrip(".!?") if not span.endswith((".", "!", "?")) else fitted
-        fitted = _carry_unit(span, fitted)
+        fitted = _keep_zero_cents(span, _carry_unit(span, fitted))
         if (
             fitted
             and span[:1].isupper()

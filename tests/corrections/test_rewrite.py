@@ -271,3 +271,10 @@ def test_number_words_are_numbers_one_is_not(text: str, kind: str) -> None:
     from keproxy.corrections.rewrite import shape
 
     assert shape(text) == kind
+
+
+@pytest.mark.parametrize(("new", "after"), [("€9", "€9.00"), ("9", "€9.00"), ("€9.50", "€9.50")])
+def test_a_whole_amount_keeps_the_zero_cents_the_span_is_written_with(new: str, after: str) -> None:
+    sentence = "The ticket costs €7.00 per person."
+    start = sentence.index("€7.00")
+    assert replacement(sentence, start, start + 5, new) == after
