@@ -4,17 +4,19 @@ A correction's new value says which fact it is about. When it is a number and th
 numbers counting other nouns ("2 cups", "2 tbsp") are other facts (:func:`counted`); when the correcting turn
 names the attribute ("Groceries are 450"), the values of the line's other list items ("transport 150") are
 other facts (:func:`labelled`). Both run on the located spans (:class:`~keproxy.corrections.consolidate.Found`)
-before one fact is chosen; :func:`with_counted_noun` widens a rewritten count over its noun.
+before one fact is chosen; :func:`with_counted_noun` widens a rewritten count over its noun. A terse correction
+("Make it 7.") whose stale value the tagger finds nowhere is about the value of its kind mentioned last
+(:func:`terse`, :func:`last_mentioned`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from keproxy.corrections.consolidate import _NUMBER, Found, _stems
 
-__all__ = ["counted", "labelled", "with_counted_noun"]
+__all__ = ["counted", "labelled", "last_mentioned", "terse", "with_counted_noun"]
 
 
 _COUNT = re.compile(r"(\d+(?:[.,]\d+)*)\s+([^\W\d_]+)")
@@ -149,3 +151,44 @@ def labelled(
 def _line(text: str, at: int) -> int:
     """The offset where the line holding ``at`` starts (a sentence of a paragraph, a row of a table)."""
     return text.rfind("\n", 0, at) + 1
+
+
+#: Words of a terse correction besides its new value ("Make it 7.", "Oh wait, Thursday then").
+_TERSE = frozenset(
+    (
+        "make", "it", "that", "actually", "sorry", "no", "nope", "meant", "mean", "i", "wait", "please", "instead",
+        "oh", "ok", "okay", "hmm", "then", "now", "sorry", "my", "bad", "oops", "rather", "change", "to", "let's",
+        "lets", "go", "with", "is", "it's", "its", "the", "a", "at", "on", "for", "and", "er", "um", "uh", "yes",
+    )
+)  # fmt: skip
+
+
+def terse(turn_text: str, new: str) -> bool:
+    """Whether the correcting turn says nothing but its new value and cue or function words ("Make it 7.",
+    "Actually, Thursday."): an elliptical correction, about the value last mentioned."""
+    rest = re.sub(re.escape(new), " ", turn_text, count=1, flags=re.IGNORECASE)
+    return all(w in _TERSE for w in re.findall(r"[^\W\d_]+(?:'[a-z]+)?", rest.casefold()))
+
+
+def last_mentioned(
+    texts: Sequence[str], turns: Sequence[int], candidates: Callable[[str], list[tuple[int, int]]]
+) -> list[Found]:
+    """The spans, in the latest turn that has any, of the one value of the new value's kind it mentions
+    (``candidates(text)``: (start, end) of each value of that kind), with that value's copies in the earlier
+    turns; nothing when that turn mentions several different values (it is not clear which one is meant)."""
+    for turn in sorted(turns, reverse=True):
+        spans = candidates(texts[turn])
+        if not spans:
+            continue
+        values = {texts[turn][a:b].casefold() for a, b in spans}
+        if len(values) != 1:
+            return []
+        value = values.pop()
+        return [
+            Found(t, a, b, 0, 0.5)
+            for t in turns
+            if t <= turn
+            for a, b in candidates(texts[t])
+            if texts[t][a:b].casefold() == value
+        ]
+    return []

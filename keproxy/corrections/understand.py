@@ -45,7 +45,7 @@ from keproxy.corrections.consolidate import (
     typed_candidates,
     whole_token,
 )
-from keproxy.corrections.counts import counted, labelled, with_counted_noun
+from keproxy.corrections.counts import counted, labelled, last_mentioned, terse, with_counted_noun
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.gate import CorrectionGate
@@ -324,6 +324,9 @@ class CorrectionUnderstanding:
             for s, e in [narrow(texts[f.turn], f.start, f.end, pairs[f.correction][1])]
         ]
         found = restated(current(found, texts, [new for _, new in pairs]), texts, texts[turn], pairs)
+        if not found and len(pairs) == 1 and pairs[0][0] is None and terse(texts[turn], pairs[0][1]):
+            # "Make it 7.": nothing flagged, the turn names nothing else: the value of its kind mentioned last
+            found = last_mentioned(texts, turns, lambda text: typed_candidates(text, pairs[0][1]))
         found = counted(found, texts, pairs)
         found = labelled(found, texts, texts[turn], pairs)
         found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))

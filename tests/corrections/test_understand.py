@@ -285,3 +285,18 @@ def test_an_old_value_the_new_value_restates_is_not_the_old_value(
     other = "it's Monday 10 March, not 3 March"
     spans = tagged(other, [("Monday 10 March", "NEW"), ("3 March", "OLD")])
     assert understanding._values(other, spans, history)[0] == [("3 March", "Monday 10 March")]
+
+
+def test_a_terse_correction_rewrites_the_value_mentioned_last() -> None:
+    from keproxy.corrections.understand import CorrectionUnderstanding
+
+    messages = [
+        {"role": "user", "content": "Set a reminder to call mum on Sunday at 6pm."},
+        {"role": "assistant", "content": "Reminder set: call mum, Sunday 6pm."},
+        {"role": "user", "content": "Make it 7."},
+    ]
+    [correction] = CorrectionUnderstanding(threads=1).detect(messages)
+    assert [(e.turn_index, e.before, e.after) for e in correction.spans] == [
+        (0, "6pm", "7pm"),
+        (1, "6pm", "7pm"),
+    ]
