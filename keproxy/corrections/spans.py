@@ -94,10 +94,15 @@ def find_all(text: str, needle: str) -> Iterator[int]:
 _NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 
 
+_WHOLE_HOUR = re.compile(r"\b(\d{1,2}):00\b")
+
+
 def numbers(text: str) -> set[str]:
     """The numbers ``text`` states, written one way: thousands separators dropped and trailing decimal zeros
-    dropped ("€1,050.00" -> {"1050"}, "7.50" -> {"7.5"}, "3 to 14" -> {"3", "14"})."""
+    dropped ("€1,050.00" -> {"1050"}, "7.50" -> {"7.5"}, "3 to 14" -> {"3", "14"}); a whole hour is its hour
+    ("11:00" -> {"11"})."""
     out = set()
+    text = _WHOLE_HOUR.sub(r"\1", text)  # "11:00" states the hour 11, as "7.00" states 7
     for m in _NUMBER.finditer(text):
         value = m.group().replace(",", "")
         if "." in value:

@@ -233,7 +233,7 @@ class CorrectionUnderstanding:
         for i, (a, b) in enumerate(news):
             old = olds[paired[i]] if i in paired else None
             pair = oriented(text[old[0] : old[1]] if old else None, text[a:b], said)
-            if pair[0] and f" {fold(pair[0])} " in f" {fold(pair[1])} ":
+            if pair[0] and _words_within(pair[0], pair[1]):
                 pair = (None, pair[1])  # "Monday 10 March" restates "March": not what changed
             pairs.append(pair)
 
@@ -478,3 +478,11 @@ def factory(resources: DetectorResources) -> CorrectionDetector:
         options=UnderstandingOptions(**resources.learned), locator=locator, threads=resources.threads,
         runtime=resources.tagger_runtime,
     )  # fmt: skip
+
+
+def _words_within(part: str, whole: str) -> bool:
+    """Whether ``part``'s words stand, in order, among ``whole``'s whitespace-separated words (case and edge
+    punctuation ignored): "March" in "Monday 10 March", but not "11" in "11:30"."""
+    a = [w.strip(".,;:!?()\"'").casefold() for w in part.split()]
+    b = [w.strip(".,;:!?()\"'").casefold() for w in whole.split()]
+    return bool(a) and any(b[i : i + len(a)] == a for i in range(len(b) - len(a) + 1))

@@ -47,3 +47,9 @@ def test_a_list_items_number_is_a_marker_not_a_value(text: str, value: str, mark
 def test_a_named_old_number_is_not_found_in_a_list_items_number() -> None:
     sentence = "3. Quantity: 3 boxes"
     assert named_spans(sentence, [("3", "2")]) == [(13, 14, 0)]
+
+
+def test_a_whole_hour_states_its_hour() -> None:
+    from keproxy.corrections.spans import numbers
+
+    assert numbers("11:00") == {"11"} and numbers("9:30") == {"9", "30"}

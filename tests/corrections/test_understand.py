@@ -300,3 +300,9 @@ def test_a_terse_correction_rewrites_the_value_mentioned_last() -> None:
         (0, "6pm", "7pm"),
         (1, "6pm", "7pm"),
     ]
+
+
+def test_an_old_hour_is_not_taken_for_part_of_the_new_time() -> None:
+    from keproxy.corrections.understand import _words_within
+
+    assert _words_within("March", "Monday 10 March") and not _words_within("11", "11:30")
