@@ -305,7 +305,14 @@ def aligned_run(text: str, start: int, end: int, new: str) -> tuple[int, int, st
         loose = any(shape(run[k][2]) == "word" and w + k not in inside for k in differ)
         if any(same) and differ and kinds and not loose and any(not same[i - w] for i in inside):
             first, last = differ[0], differ[-1]
-            return run[first][0], run[last][1], " ".join(cores[first : last + 1])
+            # the run's own text between the words stays; a number written into a word ("6-year-old")
+            # keeps the rest of the word ("5-year-old")
+            pieces, at = [], run[first][0]
+            for k in range(first, last + 1):
+                a, b, core, _ = run[k]
+                pieces += [text[at:a], core if same[k] else _carry_unit(core, cores[k])]
+                at = b
+            return run[first][0], run[last][1], "".join(pieces)
     return None
 
 

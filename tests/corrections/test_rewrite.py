@@ -278,3 +278,8 @@ def test_a_whole_amount_keeps_the_zero_cents_the_span_is_written_with(new: str, 
     sentence = "The ticket costs €7.00 per person."
     start = sentence.index("€7.00")
     assert replacement(sentence, start, start + 5, new) == after
+
+
+def test_an_aligned_run_keeps_the_rest_of_a_word_a_number_is_written_into() -> None:
+    text = "With a 4- and 6-year-old, pick morning flights."
+    assert aligned_run(text, 7, 24, "3 and 5") == (7, 24, "3- and 5-year-old")
