@@ -11,9 +11,15 @@ path) and logs original, forwarded and final messages for offline scoring.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Any
 
 __version__ = "0.1.0"
+
+# bitsandbytes (imported by peft whenever a LoRA model loads) tries to fetch a 4-bit CPU kernel from the
+# Hugging Face hub and logs a warning when it cannot; keproxy never runs 4-bit on CPU from that kernel, and the
+# line would otherwise follow every model load of every command
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 __all__ = ["__version__", "wrap"]
 
