@@ -12,7 +12,8 @@ model is a weaker post-editor than the fine-tuned one (``local``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from keproxy.editors.base import EditContext
@@ -25,6 +26,15 @@ from keproxy.upstream.errors_map import strip_traceback
 from keproxy.upstream.json_answer import answer_text, import_litellm
 
 __all__ = ["LLMPostEditor", "parse_output"]
+
+
+async def edit_with(
+    generate: Callable[[str], str], query: str, response: str, edit: RetrievedEdit
+) -> PostEditResult:
+    """f_edit(T^edit(e, x, y_o)) with Eq. 8, ``generate`` (a local model's blocking prompt -> text) run in a worker
+    thread: the ``post_edit`` of the local post-editors (transformers and GGUF)."""
+    output = await asyncio.to_thread(generate, fill_t_edit(edit.edit, query, response))
+    return parse_output(output, response)
 
 
 def parse_output(output: str, response: str) -> PostEditResult:

@@ -18,7 +18,6 @@ runs in a worker thread. The output is parsed per Eq. 8 (``<Retain>`` keeps the 
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,8 +25,7 @@ from typing import Any, Literal
 
 from keproxy.editors.base import EditContext
 from keproxy.editors.postedit.base import PostEditor, PostEditResult
-from keproxy.editors.postedit.llm import parse_output
-from keproxy.editors.postedit.prompts import fill_t_edit
+from keproxy.editors.postedit.llm import edit_with
 from keproxy.editors.postedit.registry import PostEditorResources
 from keproxy.errors import ConfigError
 from keproxy.memory.edits import RetrievedEdit
@@ -193,9 +191,7 @@ class LocalPostEditor:
         self, query: str, response: str, edit: RetrievedEdit, context: EditContext
     ) -> PostEditResult:
         """f_edit(T^edit(e, x, y_o)) with Eq. 8; raises ConfigError when the model cannot be loaded."""
-        prompt = fill_t_edit(edit.edit, query, response)
-        output = await asyncio.to_thread(self.generate, prompt)
-        return parse_output(output, response)
+        return await edit_with(self.generate, query, response, edit)
 
 
 def factory(resources: PostEditorResources) -> PostEditor:

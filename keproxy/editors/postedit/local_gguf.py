@@ -12,15 +12,13 @@ The model loads lazily on the first call, once, under a lock; generation runs in
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from pathlib import Path
 from typing import Any
 
 from keproxy.editors.base import EditContext
 from keproxy.editors.postedit.base import PostEditResult
-from keproxy.editors.postedit.llm import parse_output
-from keproxy.editors.postedit.prompts import fill_t_edit
+from keproxy.editors.postedit.llm import edit_with
 from keproxy.errors import ConfigError
 from keproxy.memory.edits import RetrievedEdit
 
@@ -130,6 +128,4 @@ class GgufPostEditor:
         self, query: str, response: str, edit: RetrievedEdit, context: EditContext
     ) -> PostEditResult:
         """f_edit(T^edit(e, x, y_o)) with Eq. 8; raises ConfigError when the model cannot be loaded."""
-        prompt = fill_t_edit(edit.edit, query, response)
-        output = await asyncio.to_thread(self.generate, prompt)
-        return parse_output(output, response)
+        return await edit_with(self.generate, query, response, edit)
