@@ -67,9 +67,10 @@ def counted(
     the others followed by another noun ("2 cups", "2 tbsp") count something else and are not stale, and the
     spans followed by the noun itself are widened over it ("2 eggs"), so that they are weighed and rewritten as
     the value the new one replaces ("1 egg", not "1 egg eggs"); a span followed by the noun in other words
-    ("430 responses" for "340 respondents", same first 5 letters) stays the number alone. Spans of a correction without such evidence are
-    kept as they are (a synonym, "2 children" for "3 kids", is not told apart from another fact). A number
-    right after the noun ("Day 3" for "4 days") labels one of them and is dropped in any case."""
+    ("430 responses" for "340 respondents", same first 5 letters) stays the number alone. Spans of a correction
+    without such evidence are kept as they are (a synonym, "2 children" for "3 kids", is not told apart from
+    another fact). A number right after the noun ("Day 3" for "4 days") labels one of them and is dropped in
+    any case."""
     out = list(found)
     for k, (_, new) in enumerate(pairs):
         m = _COUNT.fullmatch(new.strip().rstrip(".!?"))
