@@ -1,0 +1,62 @@
+"""Hand-written chats in the issue's styles, through the shipped learned pipeline and the history patch: what the
+upstream receives. Each guards a loss of data found by probing (a fact nobody corrected, rewritten), and states
+the turns exactly as they must be forwarded.
+
+Real parts: the shipped turn and stale taggers (ONNX), :class:`CorrectionUnderstanding`, ``apply_span_edits``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from keproxy.corrections.understand import CorrectionUnderstanding
+from keproxy.editors.history.patch import apply_span_edits
+
+
+@pytest.fixture(scope="module")
+def understanding() -> CorrectionUnderstanding:
+    return CorrectionUnderstanding(threads=1)
+
+
+def forwarded(understanding: CorrectionUnderstanding, turns: list[str]) -> list[str]:
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(turns)]
+    corrections = [c for c in understanding.detect(messages) if c.turn_index == len(messages) - 1]
+    out = [dict(m) for m in messages]
+    apply_span_edits(out, corrections)  # type: ignore[arg-type]
+    return [m["content"] for m in out]
+
+
+PROBES = [
+    (  # counts of other things stay: only the eggs change
+        ["Recipe for pancakes for 4 people?",
+         "Mix 2 cups flour, 2 eggs, 1.5 cups milk, 2 tbsp sugar and 1 tsp baking powder. Cook on a medium pan "
+         "for 2 minutes per side.",
+         "We're out of eggs, so I only have 1 egg. Also it's 3 people, not 4."],
+        ["Recipe for pancakes for 3 people?",
+         "Mix 2 cups flour, 1 egg, 1.5 cups milk, 2 tbsp sugar and 1 tsp baking powder. Cook on a medium pan "
+         "for 2 minutes per side."],
+    ),
+    (  # another item of the list stays
+        ["My budget: rent 1200, groceries 400, transport 150. Total?",
+         "Rent 1200 + groceries 400 + transport 150 = 1750 per month.", "Groceries are 450 actually."],
+        ["My budget: rent 1200, groceries 450, transport 150. Total?",
+         "Rent 1200 + groceries 450 + transport 150 = 1750 per month."],
+    ),
+    (  # the words around the numbers stay
+        ["My kids are 4 and 6 and we're flying to Lisbon on May 3rd. Any tips?",
+         "With a 4- and 6-year-old, pick morning flights to Lisbon on May 3rd.", "Actually the kids are 3 and 5."],
+        ["My kids are 3 and 5 and we're flying to Lisbon on May 3rd. Any tips?",
+         "With a 3- and 5-year-old, pick morning flights to Lisbon on May 3rd."],
+    ),
+    (  # a terse correction: the time mentioned last
+        ["Set a reminder to call mum on Sunday at 6pm.", "Reminder set: call mum, Sunday 6pm.", "Make it 7."],
+        ["Set a reminder to call mum on Sunday at 7pm.", "Reminder set: call mum, Sunday 7pm."],
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("turns", "expected"), PROBES)
+def test_only_what_the_correction_makes_false_changes(
+    understanding: CorrectionUnderstanding, turns: list[str], expected: list[str]
+) -> None:
+    assert forwarded(understanding, turns)[:-1] == expected
