@@ -182,6 +182,14 @@ def serve(
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if "learned" in settings.detectors and settings.tagger_runtime != "torch":
+        # once per machine, in a child process: the server's processes then never import torch
+        from keproxy.corrections.model import MODELS_DIR
+        from keproxy.corrections.onnx_tagger import export_in_child
+
+        folders = [MODELS_DIR / "turn-tagger", MODELS_DIR / "stale-tagger"]
+        if exported := export_in_child(folders, settings.tagger_runtime):
+            print(f"  taggers   ONNX graphs exported for this machine: {len(exported)}", file=sys.stderr)
     run = dict(host=settings.host, port=settings.port, log_level=settings.log_level)
     if settings.workers == 1:
         import uvicorn

@@ -19,7 +19,9 @@ Agreement with the torch runtime on the corpus dev split: bench/results/understa
 from __future__ import annotations
 
 import json
+import logging
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,9 @@ __all__ = [
     "ONNX_RUNTIMES",
     "OnnxTaggerModel",
     "PairTokenizer",
+    "export_in_child",
     "export_tagger",
+    "graph_path",
     "load_onnx_tagger",
     "tagger_digest",
 ]
@@ -41,6 +45,7 @@ ONNX_RUNTIMES = ("onnx", "onnx-int8")
 _FORMAT = "keproxy-tagger-onnx-v1 opset17"  # part of the digest: bump when the exported graph changes
 _ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "keproxy-tagger.json")
 _BASE_FILES = ("config.json", "model.safetensors")
+logger = logging.getLogger("keproxy.corrections")
 _INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 
@@ -208,3 +213,38 @@ def load_onnx_tagger(
         folder_out, "tagger", lambda target: export_tagger(root, target, num_labels), runtime, threads
     )
     return OnnxTaggerModel(session, path)
+
+
+def graph_path(folder: Path | str, runtime: str = "onnx", cache_dir: Path | str | None = None) -> Path:
+    """Where :func:`load_onnx_tagger` keeps the graph of the tagger in ``folder`` for ``runtime`` ("onnx":
+    ``tagger-fp32.onnx``, "onnx-int8": ``tagger-int8.onnx``)."""
+    home = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return (
+        home / tagger_digest(folder) / ("tagger-int8.onnx" if runtime == "onnx-int8" else "tagger-fp32.onnx")
+    )
+
+
+def export_in_child(folders: Sequence[Path], runtime: str = "onnx") -> list[Path]:
+    """Export the graphs of the taggers in ``folders`` that the cache lacks, in a child process, and return the
+    folders that had to be exported. ``keproxy serve`` calls it before it listens: exporting needs torch,
+    transformers and peft (~1 GiB with the merged model), which a server process would otherwise import at its
+    first correction (a 20-40 s request) and keep for its lifetime. A failed export is logged; the tagger then
+    exports (or falls back to torch) on first use, as before."""
+    import subprocess
+    import sys
+
+    missing = [Path(f) for f in folders if not graph_path(f, runtime).is_file()]
+    if missing:
+        code = (
+            "import sys; from keproxy.corrections.onnx_tagger import load_onnx_tagger\n"
+            "for folder in sys.argv[2:]: load_onnx_tagger(folder, sys.argv[1], threads=1)"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, runtime, *map(str, missing)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            logger.warning("exporting the taggers' ONNX graphs failed: %s", done.stderr.strip()[-500:])
+    return missing

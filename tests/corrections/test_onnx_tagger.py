@@ -241,3 +241,14 @@ def test_an_onnx_tagger_does_not_import_torch(tmp_path: Path) -> None:
     env = {**os.environ, "KEPROXY_ONNX_CACHE": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_export_in_child_writes_the_missing_graphs_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from keproxy.corrections.onnx_tagger import export_in_child, graph_path
+
+    monkeypatch.setenv("KEPROXY_ONNX_CACHE", str(tmp_path))  # the child process inherits it
+    folders = [MODELS_DIR / "turn-tagger"]
+    assert export_in_child(folders) == folders and graph_path(folders[0]).is_file()
+    assert export_in_child(folders) == []  # already there: nothing to do
