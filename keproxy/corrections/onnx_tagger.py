@@ -27,7 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from keproxy.models.onnx_cache import cached_session, default_cache_dir, files_digest, write_atomically
+from keproxy.models.onnx_cache import (
+    cached_session,
+    default_cache_dir,
+    files_digest,
+    model_file,
+    write_atomically,
+)
 
 __all__ = [
     "ONNX_RUNTIMES",
@@ -207,21 +213,22 @@ def load_onnx_tagger(
     if num_labels is None:
         manifest = json.loads((root / "keproxy-tagger.json").read_text(encoding="utf-8"))
         num_labels = len(manifest["labels"])
-    home = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    folder_out = home / tagger_digest(root)
     session, path = cached_session(
-        folder_out, "tagger", lambda target: export_tagger(root, target, num_labels), runtime, threads
-    )
+        _graph_dir(root, cache_dir), "tagger", lambda target: export_tagger(root, target, num_labels), runtime,
+        threads,
+    )  # fmt: skip
     return OnnxTaggerModel(session, path)
 
 
-def graph_path(folder: Path | str, runtime: str = "onnx", cache_dir: Path | str | None = None) -> Path:
-    """Where :func:`load_onnx_tagger` keeps the graph of the tagger in ``folder`` for ``runtime`` ("onnx":
-    ``tagger-fp32.onnx``, "onnx-int8": ``tagger-int8.onnx``)."""
+def _graph_dir(folder: Path | str, cache_dir: Path | str | None) -> Path:
     home = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return (
-        home / tagger_digest(folder) / ("tagger-int8.onnx" if runtime == "onnx-int8" else "tagger-fp32.onnx")
-    )
+    return home / tagger_digest(folder)
+
+
+def graph_path(folder: Path | str, runtime: str = "onnx", cache_dir: Path | str | None = None) -> Path:
+    """Where :func:`load_onnx_tagger` keeps the graph of the tagger in ``folder`` for ``runtime``
+    (:func:`keproxy.models.onnx_cache.model_file`)."""
+    return model_file(_graph_dir(folder, cache_dir), "tagger", runtime)
 
 
 def export_in_child(folders: Sequence[Path], runtime: str = "onnx") -> list[Path]:

@@ -20,7 +20,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cached_session", "default_cache_dir", "files_digest", "quantize_matmuls", "write_atomically"]
+__all__ = [
+    "cached_session",
+    "default_cache_dir",
+    "files_digest",
+    "model_file",
+    "quantize_matmuls",
+    "write_atomically",
+]
 
 
 def default_cache_dir() -> Path:
@@ -79,6 +86,12 @@ def quantize_matmuls(source: Path, target: Path) -> None:
     )
 
 
+def model_file(folder: Path, stem: str, runtime: str) -> Path:
+    """The graph :func:`cached_session` loads for ``runtime``: ``folder/<stem>-fp32.onnx``, or for "onnx-int8"
+    ``folder/<stem>-int8.onnx``."""
+    return folder / f"{stem}-{'int8' if runtime == 'onnx-int8' else 'fp32'}.onnx"
+
+
 def cached_session(
     folder: Path, stem: str, export: Callable[[Path], object], runtime: str, threads: int | None
 ) -> tuple[Any, Path]:
@@ -88,14 +101,12 @@ def cached_session(
     Raises ImportError without onnxruntime."""
     import onnxruntime
 
-    fp32 = folder / f"{stem}-fp32.onnx"
+    fp32 = model_file(folder, stem, "onnx")
     if not fp32.is_file():
         export(fp32)
-    path = fp32
-    if runtime == "onnx-int8":
-        path = folder / f"{stem}-int8.onnx"
-        if not path.is_file():
-            quantize_matmuls(fp32, path)
+    path = model_file(folder, stem, runtime)
+    if not path.is_file():
+        quantize_matmuls(fp32, path)
     options = onnxruntime.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
