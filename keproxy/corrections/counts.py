@@ -158,7 +158,7 @@ def _line(text: str, at: int) -> int:
 _TERSE = frozenset(
     (
         "make", "it", "that", "actually", "sorry", "no", "nope", "meant", "mean", "i", "wait", "please", "instead",
-        "oh", "ok", "okay", "hmm", "then", "now", "sorry", "my", "bad", "oops", "rather", "change", "to", "let's",
+        "oh", "ok", "okay", "hmm", "then", "now", "my", "bad", "oops", "rather", "change", "to", "let's",
         "lets", "go", "with", "is", "it's", "its", "the", "a", "at", "on", "for", "and", "er", "um", "uh", "yes",
     )
 )  # fmt: skip

@@ -176,14 +176,23 @@ class EditMemory:
         applies later changes)."""
         if self.prefilter is None and self.static_first is None:
             return
-        active = list(self.store.all_active())
         if self.prefilter is not None:
             self.prefilter.clear()
-            for edit in active:
-                self.prefilter.put(edit, edit_tag(edit))
         if self.static_first is not None:
             self.static_first.clear()
-            self.static_first.put_many(active, [edit_tag(e) for e in active])
+        page: builtins.list[
+            Edit
+        ] = []  # the store is read once; the static stage encodes 1,000 edits at a time
+        for edit in self.store.all_active():
+            if self.prefilter is not None:
+                self.prefilter.put(edit, edit_tag(edit))
+            if self.static_first is not None:
+                page.append(edit)
+                if len(page) == 1000:
+                    self.static_first.put_many(page, [edit_tag(e) for e in page])
+                    page = []
+        if self.static_first is not None and page:
+            self.static_first.put_many(page, [edit_tag(e) for e in page])
 
     def _stale_reason(self, index: EditIndex) -> str | None:
         """Why a saved index cannot be caught up (None: it can)."""
@@ -374,7 +383,7 @@ class EditMemory:
                     continue
                 wanted.append(i)
         if self.static_first is not None:
-            wanted = self._answer_static(requests, wanted, results)
+            wanted = self._answer_static(self.static_first, requests, wanted, results)
         if not wanted:
             return results
         vectors = self.embedder.encode([requests[i][0] for i in wanted])
@@ -392,13 +401,11 @@ class EditMemory:
         return results
 
     def _answer_static(
-        self, requests: Sequence[RetrievalRequest], wanted: builtins.list[int],
+        self, stage: StaticFirstStage, requests: Sequence[RetrievalRequest], wanted: builtins.list[int],
         results: builtins.list[builtins.list[RetrievedEdit]],
     ) -> builtins.list[int]:  # fmt: skip
-        """Fill ``results`` for the k = 1 requests of ``wanted`` the static stage answers; the rest of
-        ``wanted`` (for the encoder)."""
-        stage = self.static_first
-        assert stage is not None
+        """Fill ``results`` for the k = 1 requests of ``wanted`` that ``stage`` answers; the rest of ``wanted``
+        (for the encoder)."""
         by_scope: dict[EditScope, builtins.list[int]] = {}
         for i in wanted:
             if requests[i][2] == 1:
