@@ -74,13 +74,19 @@ clients-report: install clients-deps  ## the real-client suite (openai Python + 
 # `make test` runs the suite as it finds the machine (with ../shared/data when it is there) and then, when
 # there was shared data, again with it hidden (KEPROXY_SHARED_DATA names a folder that does not exist), as
 # anyone who clones the project alone has it: a test that needs a shared file must skip, never fail, and the
-# default system must work without it.
+# default system must work without it. The second pass runs the test files that looked the shared folder up in
+# the first (KEPROXY_SHARED_DATA_LOG, read by tests/shared_lookups.py): any other test ran the same code in
+# both passes. `make test-no-shared` runs the whole suite without it.
 NO_SHARED := KEPROXY_SHARED_DATA=/nonexistent/keproxy-shared-hidden
+SHARED_LOG := $(CURDIR)/.pytest-shared-lookups.log
 
-test: install pg e2e-deps clients-deps litellm-proxy-deps  ## every test, with ../shared and again without it
-	$(BIN)/python -m pytest -q
+test: install pg e2e-deps clients-deps litellm-proxy-deps  ## every test, with ../shared and (what read it) without
+	@rm -f $(SHARED_LOG)
+	KEPROXY_SHARED_DATA_LOG=$(SHARED_LOG) $(BIN)/python -m pytest -q
 	@if $(BIN)/python -c "import sys; from keproxy.datasets import shared_data_dir; sys.exit(shared_data_dir() is None)"; \
-	then echo "== the suite again with the shared data hidden =="; $(NO_SHARED) $(BIN)/python -m pytest -q -p no:cacheprovider; \
+	then files="$$($(BIN)/python tests/shared_lookups.py $(SHARED_LOG))"; \
+	echo "== with the shared data hidden, the test files that read it: $$(echo $$files | wc -w) =="; \
+	$(NO_SHARED) $(BIN)/python -m pytest -q -p no:cacheprovider $$files; \
 	else echo "no shared data here: the run above already had none"; fi
 
 test-no-shared: install pg e2e-deps clients-deps litellm-proxy-deps  ## the suite as a clone without ../shared sees it
