@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from keproxy.datasets import SHARED_DATA_LOG_ENV, shared_data_dir
-from tests.shared_lookups import ROOT, selected_files
+from tests.shared_lookups import ROOT, importers, selected_files
 
 HERE = Path(__file__).resolve()
 
@@ -45,12 +45,21 @@ def test_a_subprocess_lookup_names_the_test_that_started_it(tmp_path: Path) -> N
 
 def test_files_are_the_named_test_modules_sorted() -> None:
     lines = [
-        f"tests/eval/test_b.py::test_x (call)\t{ROOT}/tests/cases.py\t{ROOT}/tests/eval/test_b.py",
-        f"-\t{ROOT}/tests/cases.py\t{ROOT}/tests/editors/test_a.py",  # import time: the module on the stack
+        f"tests/eval/test_b.py::test_x (call)\t{ROOT}/tests/eval/test_b.py",
+        f"-\t{ROOT}/tests/editors/test_a.py",  # import time: the module on the stack
         "",
         f"tests/eval/test_b.py::test_y (setup)\t{ROOT}/tests/conftest.py",
     ]
     assert selected_files(lines) == ["tests/editors/test_a.py", "tests/eval/test_b.py"]
+
+
+def test_a_helper_module_brings_every_test_module_that_imports_it() -> None:
+    lines = [f"-\t{ROOT}/tests/cases.py\t{ROOT}/tests/editors/test_a.py"]
+    selected = selected_files(lines)
+    assert "tests/editors/test_a.py" in selected
+    assert "tests/train/test_editor.py" in selected  # `from tests.cases import counterfact_case`
+    assert importers("tests/cases.py") <= set(selected)
+    assert "tests/clients/test_python_client.py" not in importers("tests/cases.py")  # tests/clients/cases.py
 
 
 def test_a_lookup_naming_no_test_module_selects_the_whole_suite() -> None:
