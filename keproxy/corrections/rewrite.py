@@ -111,6 +111,38 @@ def _strip_shared(new: str, before: str, after: str) -> str:
     return " ".join(words)
 
 
+def _strip_glued(new: str, before: str, after: str) -> str:
+    """``new`` without a currency sign or unit that the text already writes glued to the span: "£" of "£85"
+    when the span is "95" of "£95", "/h" of "€70/h" before "/h", "-count" of "36-count" before "-count".
+    Only letters and signs are stripped, never digits, and never the whole value."""
+    glued_left = re.search(r"\S*$", before).group()  # type: ignore[union-attr]
+    glued_right = re.match(r"\S*", after).group()  # type: ignore[union-attr]
+    for k in range(len(new) - 1, 0, -1):
+        head = new[:k]
+        if not any(ch.isdigit() for ch in head) and new[k].isdigit() and glued_left.endswith(head):
+            new = new[k:]
+            break
+    for k in range(len(new) - 1, 0, -1):
+        tail = new[-k:]
+        if not any(ch.isdigit() for ch in tail) and new[-k - 1].isdigit() and glued_right.startswith(tail):
+            new = new[:-k]
+            break
+    return new
+
+
+def _number_before_own_unit(span: str, new: str, after: str) -> str:
+    """A bare-number span followed by the unit that the new value writes right after its number keeps its own
+    unit and what follows it: "4" of "4 cm top" under "5 cm thick" becomes "5", not "5 cm thick"."""
+    numbers = list(_NUMBER.finditer(new))
+    if not _NUMBER.fullmatch(span) or len(numbers) != 1 or numbers[0].start() != 0:
+        return new
+    unit = new[numbers[0].end() :].split()
+    following = after.split()
+    if unit and following and _lemma(unit[0].strip(".,;:!?")) == _lemma(following[0].strip(".,;:!?")):
+        return numbers[0].group()
+    return new
+
+
 def _carry_unit(span: str, new: str) -> str:
     """A bare number takes the span's non-digit prefix and suffix ("3pm" + "4" -> "4pm")."""
     m = _NUMBER.search(span)
@@ -221,6 +253,11 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
                     # "flat 3B" named, "3D" said: the one word of the new value's kind changes, "flat" stays
                     return span[: kind[0].start()] + core_new + span[kind[0].end() :]
                 return core_new
+    numbers = _NUMBER.findall(new)
+    if old and _NUMBER.fullmatch(old) and span == old and len(numbers) == 1:
+        # "£85 an hour, not 95", "36-count, not 40": the user's bare old number says the number is the value;
+        # the rest of the new value describes it, and the text keeps its own words around the span
+        new = numbers[0]
     if old and len(old.split()) == 1 and span.casefold() == old.casefold() and len(new.split()) > 1:
         # "27" named, "number 72" said: the one word of the new value that has the old value's kind
         # (several of that kind: the one written most like the old value, "fetch_user_orders" ->
@@ -239,6 +276,8 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         if joined is not None:
             return joined if joined != span else None
         fitted = _strip_shared(new, sentence[:start], sentence[end:]).strip(" ,;")
+        fitted = _strip_glued(fitted, sentence[:start], sentence[end:])
+        fitted = _number_before_own_unit(span, fitted, sentence[end:])
         fitted = fitted.rstrip(".!?") if not span.endswith((".", "!", "?")) else fitted
         fitted = _keep_zero_cents(span, _carry_unit(span, fitted))
         if (

@@ -67,6 +67,15 @@ def test_examples_tag_values_and_stale_words() -> None:
         ("The tower was completed in 1887 as an arch.", "1887", "The tower was completed in 1889",
          "The tower was completed in 1887", "1889"),
         ("Porto is lovely in May.", "Porto", "lisbon", None, "Lisbon"),
+        # a sign or unit the text already writes glued to the span is not written twice
+        ("Two hours at £45 = £90.", "45", "£50", None, "50"),
+        ("Design work is billed at €65/h.", "65", "€70/h", None, "70"),
+        ("Order two 40-count boxes.", "40", "36-count", None, "36"),
+        # the text keeps its own unit and what follows it
+        ("The shelf is 30 cm deep and white.", "30", "35 cm deep", None, "35"),
+        # a bare old number named by the user: the number is the value, the rest describes it
+        ("Two hours at £45 = £90.", "45", "£50 an hour", "45", "50"),
+        ("We booked a table for 6 at 8.", "6", "7 people", "6", "7"),
     ],
 )  # fmt: skip
 def test_replacement_fits_the_new_value_to_the_span(
