@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from keproxy.corrections.arithmetic import derived_edits
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.consolidate import (
     Found,
@@ -356,7 +357,7 @@ class CorrectionUnderstanding:
                     e for e in edits if e.correction != k or e.before.casefold() in (old or "").casefold()
                 ]
                 edits += self._restated(messages, texts, turn, new, k, flagged, skip, edits)
-        return edits
+        return edits + derived_edits(texts, edits)
 
     def _named_anywhere(
         self,
