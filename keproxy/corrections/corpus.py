@@ -29,6 +29,7 @@ from typing import Any
 __all__ = [
     "CORPUS_DIR",
     "DEV_FRACTION",
+    "INDEPENDENT_DIR",
     "NEGATIVE_STYLES",
     "POSITIVE_STYLES",
     "STYLES",
@@ -45,6 +46,9 @@ __all__ = [
 
 #: The corpus shipped in the package: hand-written chats in ``hand/``, programmatic variations in ``variants/``.
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "chats"
+#: An evaluation-only set written after the models were trained, by other writers from their own brief, in the
+#: corpus schema (``eval-chats/independent/CARD.md``); no training reads it.
+INDEPENDENT_DIR = Path(__file__).resolve().parent.parent / "data" / "eval-chats" / "independent"
 #: Share of chat families in the dev split (never trained on).
 DEV_FRACTION = 0.15
 

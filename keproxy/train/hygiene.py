@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keproxy.corrections.corpus import load_corpus
+from keproxy.corrections.corpus import INDEPENDENT_DIR, iter_chats, load_corpus
 from keproxy.corrections.templates import TEMPLATES
 from keproxy.datasets import shared_data_dir
 
@@ -130,6 +130,7 @@ def evaluation_sets(shared: Path | None = None) -> dict[str, list[str]]:
     :func:`keproxy.datasets.shared_data_dir`; its sets are left out when there is none)."""
     sets = {
         "chats/dev": list(_chat_texts(load_corpus("dev"))),
+        "chats/independent": list(_chat_texts(iter_chats(sorted(INDEPENDENT_DIR.glob("*.jsonl"))))),
         "nli-handmade": [
             t for row in _jsonl(_DATA / "nli-handmade.jsonl") for t in (row["premise"], row["hypothesis"])
         ],

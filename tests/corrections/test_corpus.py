@@ -7,6 +7,7 @@ from collections import Counter
 
 from keproxy.corrections.corpus import (
     CORPUS_DIR,
+    INDEPENDENT_DIR,
     apply_stale_spans,
     check_chat,
     corpus_files,
@@ -17,6 +18,7 @@ from keproxy.corrections.corpus import (
     split_of,
 )
 from keproxy.corrections.variants import VARIANTS_PATH, make_variants, reslot
+from keproxy.eval.chats.run import load_chats
 
 
 def test_every_chat_passes_the_label_checks() -> None:
@@ -76,3 +78,17 @@ def test_reslot_renames_values_consistently() -> None:
     old, new = out["corrections"][0]["old"], out["corrections"][0]["new"]
     assert {old, new}.isdisjoint({"4", "5"}) and "14 guests" in out["messages"][0]["content"]
     assert apply_stale_spans(out)[1] == f"Booked: Friday 19:30, table for {new}."
+
+
+def test_the_independent_evaluation_set_passes_the_label_checks_and_is_apart_from_the_corpus() -> None:
+    chats = list(iter_chats(sorted(INDEPENDENT_DIR.glob("*.jsonl"))))
+    assert len(chats) >= 300
+    assert not [p for chat in chats for p in check_chat(chat)]
+    assert len({c["id"] for c in chats}) == len(chats)
+    assert sum(not c["is_correction"] for c in chats) / len(chats) >= 0.35
+    corpus_keys = {near_duplicate_key(c) for c in load_corpus()}
+    assert not [c["id"] for c in chats if near_duplicate_key(c) in corpus_keys]
+    assert not any(INDEPENDENT_DIR in path.parents for path in corpus_files())
+    assert [c["id"] for c in load_chats("independent")] == [
+        c["id"] for c in chats
+    ]  # `eval chats --data independent`

@@ -83,7 +83,8 @@ def plot_chats(summary: dict[str, Summary], path: Path) -> Path:
 
 def eval_chats_command(
     data: Annotated[
-        str, typer.Option(help="Chats JSONL (corpus schema), or corpus:dev / corpus:train / corpus.")
+        str,
+        typer.Option(help="Chats JSONL (corpus schema), corpus:dev / corpus:train / corpus, or independent."),
     ] = "corpus:dev",
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("eval-out/chats"),
     strategy: Annotated[str, typer.Option(help="History-editing strategy.")] = "patch",

@@ -22,7 +22,7 @@ import httpx
 import openai
 import yaml
 
-from keproxy.corrections.corpus import iter_chats, load_corpus
+from keproxy.corrections.corpus import INDEPENDENT_DIR, iter_chats, load_corpus
 from keproxy.eval.chats.metrics import ChatScore, Summary, score_chat, summarize
 from keproxy.eval.core.proxy import serve_proxy
 from keproxy.eval.core.transcripts import complete_with_transcript
@@ -41,9 +41,12 @@ class ChatsReport:
 
 
 def load_chats(data: str | Path) -> list[dict[str, Any]]:
-    """Chats from a corpus-schema JSONL file, or "corpus:dev" / "corpus:train" / "corpus" for the shipped
-    corpus (its dev split, train split, or all of it)."""
+    """Chats from a corpus-schema JSONL file, "corpus:dev" / "corpus:train" / "corpus" for the shipped corpus
+    (its dev split, train split, or all of it), or "independent" for the evaluation-only set written apart from
+    it (:data:`~keproxy.corrections.corpus.INDEPENDENT_DIR`)."""
     name = str(data)
+    if name == "independent":
+        return list(iter_chats(sorted(INDEPENDENT_DIR.glob("*.jsonl"))))
     if name == "corpus" or name.startswith("corpus:"):
         split = name.partition(":")[2] or None
         return load_corpus(split)
