@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.corrections.arithmetic import derived_edits
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
+from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.consolidate import (
     Found,
     copies,
@@ -97,6 +98,10 @@ class UnderstandingOptions(BaseModel):
     """Earlier sentences sent to the stale tagger per correcting turn (the most related first)."""
     patterns: bool = True
     """Use the KEIC-template fast path (quoted [O] / [N]) and verbatim multi-word old values."""
+    reported_claims: bool = True
+    """Skip user turns that report another person's claim with doubt ("my friend insists it's Sydney, not
+    Canberra. Who's right?"; :func:`keproxy.corrections.claims.reported_claim`); a KEIC template turn is never
+    skipped."""
     gate: bool = True
     """Send only the user turns the correction gate (:mod:`keproxy.corrections.gate`) lets through to the turn
     tagger (a KEIC template turn always goes); False: every user turn after the first."""
@@ -151,6 +156,8 @@ class CorrectionUnderstanding:
                 i for i, ok in zip(turns, passes, strict=True)
                 if ok or (self.options.patterns and parse_template(texts[i]))
             ]  # fmt: skip
+        if self.options.reported_claims:
+            turns = [i for i in turns if not reported_claim(texts[i]) or parse_template(texts[i])]
         if not turns:
             return []
         tagged = self.turn_tagger.tag([(texts[i], context_of(messages, i)) for i in turns])
