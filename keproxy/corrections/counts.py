@@ -15,8 +15,9 @@ import re
 from collections.abc import Callable, Sequence
 
 from keproxy.corrections.consolidate import _NUMBER, Found, _stems
+from keproxy.corrections.rewrite import shape
 
-__all__ = ["counted", "labelled", "last_mentioned", "terse", "with_counted_noun"]
+__all__ = ["counted", "labelled", "last_mentioned", "terse", "with_counted_noun", "written_like"]
 
 
 _COUNT = re.compile(r"(\d+(?:[.,]\d+)*)\s+([^\W\d_]+)")
@@ -193,3 +194,48 @@ def last_mentioned(
             if texts[t][a:b].casefold() == value
         ]
     return []
+
+
+def _same_word(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are one word, in either number ("clove" / "cloves", "battery" / "batteries")."""
+    a, b = a.casefold(), b.casefold()
+    return a == b or _singular(a) == _singular(b) or a + "s" == b or b + "s" == a
+
+
+def written_like(texts: Sequence[str], turns: Sequence[int], new: str) -> list[tuple[int, int, int]]:
+    """For a new value of 2-4 words that names what it is ("coach D", "pitch 6", "Friday 16 May", "2 garlic
+        cloves"), the runs of the earlier ``turns`` written the same but for one value of the same kind ("coach C",
+        "pitch 4", "Friday 9 May", "1 garlic clove"): (turn, start, end) of each run's differing word (through a shared
+    word written in the other number, "1 garlic clove"). The words the
+        run shares must include one of 3+ letters that is not a function word; a plain lowercase word never
+        differs. Nothing when the runs differ in different values (which one is meant is not clear)."""
+    words = [w.strip(".,;:!?") for w in new.split()]
+    if not 2 <= len(words) <= 4 or not all(words):
+        return []
+    hits: list[tuple[int, int, int, str]] = []
+    for turn in turns:
+        tokens = []
+        for m in re.finditer(r"\S+", texts[turn]):
+            core = m.group().strip(".,;:!?()\"'“”‘’")
+            if core:
+                at = m.start() + m.group().index(core)
+                tokens.append((at, at + len(core), core))
+        for i in range(len(tokens) - len(words) + 1):
+            run = tokens[i : i + len(words)]
+            differ = [
+                j for j, ((_, _, core), word) in enumerate(zip(run, words, strict=True))
+                if not _same_word(core, word)
+            ]  # fmt: skip
+            if len(differ) != 1:
+                continue
+            j = differ[0]
+            start, end, core = run[j]
+            shared = [w for k, w in enumerate(words) if k != j]
+            if shape(core) != shape(words[j]) or shape(core) == "word":
+                continue
+            if any(len(w) >= 3 and w.casefold() not in _NOT_COUNTED and shape(w) != "number" for w in shared):
+                # a shared word in the other number ("clove" for "cloves") changes with the value
+                inflected = [t for t, w in zip(run, words, strict=True) if t[2].casefold() != w.casefold()]
+                start, end = min(start, *(t[0] for t in inflected)), max(end, *(t[1] for t in inflected))
+                hits.append((turn, start, end, core.casefold()))
+    return [(t, a, b) for t, a, b, _ in hits] if len({h[3] for h in hits}) == 1 else []

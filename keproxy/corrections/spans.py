@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.model import Tagged
 from keproxy.corrections.rewrite import choose_correction, shape
 from keproxy.corrections.tagging import snap_to_words, stale_core, widen_to_words
@@ -26,6 +27,7 @@ __all__ = [
     "occurrences",
     "one_fact_each",
     "oriented",
+    "quoted_old_values",
     "same_form",
     "same_kind",
     "skeleton",
@@ -81,6 +83,31 @@ def occurrences(
             continue
         for at in find_all(texts[index].casefold() if fold_case else texts[index], target):
             yield index, at
+
+
+def quoted_old_values(
+    messages: Sequence[Mapping[str, Any]],
+    texts: Sequence[str],
+    turn: int,
+    pairs: Sequence[tuple[str | None, str]],
+    skip: set[int],
+) -> list[SpanEdit]:
+    """Fast path: an old value of three or more words that the user quoted (KEIC templates 1-9) and that stands
+    verbatim (ignoring case) in an earlier turn is stale wherever it stands; the words where old and new differ
+    are rewritten. Shorter old values ("Tuesday") may name other facts too: the tagger decides those."""
+    edits: list[SpanEdit] = []
+    for k, (old, new) in enumerate(pairs):
+        if not old or len(old.split()) < 3:
+            continue
+        a, b = stale_core(old, new)
+        c, d = stale_core(new, old)
+        for index, at in occurrences(messages, texts, turn, skip, old, fold_case=True):
+            before, after = texts[index][at + a : at + b], new[c:d]
+            if not before.endswith((".", ",", ";", ":", "!", "?")):
+                after = after.rstrip(".,;:!?")  # the sentence's own full stop stays the sentence's
+            if before != after:
+                edits.append(SpanEdit(index, at + a, at + b, before, after, k))
+    return edits
 
 
 def find_all(text: str, needle: str) -> Iterator[int]:

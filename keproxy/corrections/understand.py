@@ -47,7 +47,14 @@ from keproxy.corrections.consolidate import (
     typed_candidates,
     whole_token,
 )
-from keproxy.corrections.counts import counted, labelled, last_mentioned, terse, with_counted_noun
+from keproxy.corrections.counts import (
+    counted,
+    labelled,
+    last_mentioned,
+    terse,
+    with_counted_noun,
+    written_like,
+)
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.gate import CorrectionGate
@@ -62,6 +69,7 @@ from keproxy.corrections.spans import (
     occurrences,
     one_fact_each,
     oriented,
+    quoted_old_values,
     same_form,
     same_kind,
 )
@@ -69,7 +77,6 @@ from keproxy.corrections.tagging import (
     candidate_sentences,
     context_of,
     snap_to_words,
-    stale_core,
     value_words,
 )
 from keproxy.messages import message_text
@@ -292,7 +299,7 @@ class CorrectionUnderstanding:
         pairs: Sequence[tuple[str | None, str]],
         skip: set[int],
     ) -> list[SpanEdit]:
-        edits = self._quoted(messages, texts, turn, pairs, skip)
+        edits = quoted_old_values(messages, texts, turn, pairs, skip) if self.options.patterns else []
         candidates = self._candidates(messages, turn, texts[turn], skip)
         tagged = self.stale_tagger.tag([(texts[turn], texts[i][a:b]) for i, a, b in candidates])
         scores = {c: r.score for c, r in zip(candidates, tagged, strict=True)}
@@ -335,6 +342,11 @@ class CorrectionUnderstanding:
         if not found and len(pairs) == 1 and pairs[0][0] is None and terse(texts[turn], pairs[0][1]):
             # "Make it 7.": nothing flagged, the turn names nothing else: the value of its kind mentioned last
             found = last_mentioned(texts, turns, lambda text: typed_candidates(text, pairs[0][1]))
+        for k, (old, new) in enumerate(
+            pairs
+        ):  # "she's in coach D": nothing flagged, "coach C" written like it
+            if not old and not any(f.correction == k for f in found):
+                found += [Found(t, a, b, k, 0.5) for t, a, b in written_like(texts, turns, new)]
         found = counted(found, texts, pairs)
         found = labelled(found, texts, texts[turn], pairs)
         found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))
@@ -444,34 +456,6 @@ class CorrectionUnderstanding:
                             found.append(SpanEdit(index, at, at + len(before), before, after, k))
                 return restated_words(messages, texts, turn, skip, found, flagged)
         return []
-
-    def _quoted(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        texts: Sequence[str],
-        turn: int,
-        pairs: Sequence[tuple[str | None, str]],
-        skip: set[int],
-    ) -> list[SpanEdit]:
-        """Fast path: an old value of three or more words that the user quoted (KEIC templates 1-9) and that
-        stands verbatim (ignoring case) in an earlier turn is stale wherever it stands; the words where old
-        and new differ are rewritten. Shorter old values ("Tuesday") may name other facts too: the tagger
-        decides those."""
-        if not self.options.patterns:
-            return []
-        edits: list[SpanEdit] = []
-        for k, (old, new) in enumerate(pairs):
-            if not old or len(old.split()) < 3:
-                continue
-            a, b = stale_core(old, new)
-            c, d = stale_core(new, old)
-            for index, at in occurrences(messages, texts, turn, skip, old, fold_case=True):
-                before, after = texts[index][at + a : at + b], new[c:d]
-                if not before.endswith((".", ",", ";", ":", "!", "?")):
-                    after = after.rstrip(".,;:!?")  # the sentence's own full stop stays the sentence's
-                if before != after:
-                    edits.append(SpanEdit(index, at + a, at + b, before, after, k))
-        return edits
 
 
 def factory(resources: DetectorResources) -> CorrectionDetector:

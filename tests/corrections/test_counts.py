@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from keproxy.corrections.consolidate import typed_candidates
-from keproxy.corrections.counts import last_mentioned, terse
+from keproxy.corrections.counts import last_mentioned, terse, written_like
 
 
 @pytest.mark.parametrize(
@@ -26,3 +26,20 @@ def test_the_value_mentioned_last_and_its_copies() -> None:
 def test_a_last_turn_with_two_values_of_the_kind_is_not_guessed() -> None:
     texts = ["A table for 4 at 7pm, please.", "Booked: 4 people at 7pm.", "Make it 5."]
     assert last_mentioned(texts, [0, 1], lambda text: typed_candidates(text, "5")) == []
+
+
+def test_a_new_value_naming_its_kind_finds_the_run_written_like_it() -> None:
+    texts = [
+        "We're in coach C, seats 41 and 42. The buffet is in coach F.",
+        "Great: coach C, seats 41-42, departing 09:10.",
+        "she's in coach D",
+    ]
+    # "coach C" and "coach F" are both written like "coach D": which one is meant is not clear
+    assert written_like(texts, [0, 1], "coach D") == []
+    texts[0] = "We're in coach C, seats 41 and 42."
+    assert [(t, texts[t][a:b]) for t, a, b in written_like(texts, [0, 1], "coach D")] == [(0, "C"), (1, "C")]
+    recipe = ["Crush 1 garlic clove into the oil.", "make that 2 garlic cloves"]
+    assert [(t, recipe[t][a:b]) for t, a, b in written_like(recipe, [0], "2 garlic cloves")] == [(0, "1 garlic clove")]
+    # a plain word never differs, and the shared words must name something ("at 4" shares only "at")
+    assert written_like(["Bring the red folder."], [0], "blue folder") == []
+    assert written_like(["We meet at 3 sharp."], [0], "at 4") == []
