@@ -11,13 +11,22 @@ before one fact is chosen; :func:`with_counted_noun` widens a rewritten count ov
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Sequence
 
 from keproxy.corrections.consolidate import _NUMBER, Found, _stems
 from keproxy.corrections.rewrite import shape
 
-__all__ = ["counted", "labelled", "last_mentioned", "terse", "with_counted_noun", "written_like"]
+__all__ = [
+    "counted",
+    "labelled",
+    "last_mentioned",
+    "one_like_it",
+    "terse",
+    "with_counted_noun",
+    "written_like",
+]
 
 
 _COUNT = re.compile(r"(\d+(?:[.,]\d+)*)\s+([^\W\d_]+)")
@@ -238,4 +247,44 @@ def written_like(texts: Sequence[str], turns: Sequence[int], new: str) -> list[t
                 inflected = [t for t, w in zip(run, words, strict=True) if t[2].casefold() != w.casefold()]
                 start, end = min(start, *(t[0] for t in inflected)), max(end, *(t[1] for t in inflected))
                 hits.append((turn, start, end, core.casefold()))
+    return [(t, a, b) for t, a, b, _ in hits] if len({h[3] for h in hits}) == 1 else []
+
+
+_EDGE = ".,;:!?()[]\"'“”‘’*"
+
+
+def _form(word: str) -> str:
+    """A value's written form, each digit as 9 ("1982" -> "9999", "17:05" -> "99:99", "€6.20" -> "€9.99")."""
+    return re.sub(r"\d", "9", word)
+
+
+def one_like_it(texts: Sequence[str], turns: Sequence[int], new: str) -> list[tuple[int, int, int]]:
+    """For a one-word new value that no flagged sentence holds, the one earlier value written like it, with its
+    copies: (turn, start, end) of each. Written like it: a number of the same written form, at least 3
+    characters ("1972" for "1982", "16:05" for "17:05", "€8.40" for "€6.20"), or a name or identifier of 4+
+    characters spelled nearly the same (difflib ratio >= 0.75: "Brennan" for "Brannigan", "Lindquist" for
+    "Lindqvist", "cache-1" for "cache-01"). Nothing when the earlier turns hold two different such values (which
+    one is meant is not clear) or none."""
+    value = new.strip().strip(_EDGE)
+    if " " in value or len(value) < 3:
+        return []
+    numeric = any(c.isdigit() for c in value)
+    if not numeric and (len(value) < 4 or not (value[:1].isupper() or "-" in value or "_" in value)):
+        return []
+    hits: list[tuple[int, int, int, str]] = []
+    for turn in turns:
+        for m in re.finditer(r"\S+", texts[turn]):
+            core = m.group().strip(_EDGE)
+            if not core or core.casefold() == value.casefold():
+                continue
+            if numeric:
+                like = _form(core) == _form(value)
+            else:
+                like = not any(c.isdigit() for c in core) or "-" in value or "_" in value
+                like = (
+                    like and difflib.SequenceMatcher(None, core.casefold(), value.casefold()).ratio() >= 0.75
+                )
+            if like:
+                at = m.start() + m.group().index(core)
+                hits.append((turn, at, at + len(core), core.casefold()))
     return [(t, a, b) for t, a, b, _ in hits] if len({h[3] for h in hits}) == 1 else []

@@ -51,6 +51,7 @@ from keproxy.corrections.counts import (
     counted,
     labelled,
     last_mentioned,
+    one_like_it,
     terse,
     with_counted_noun,
     written_like,
@@ -346,7 +347,8 @@ class CorrectionUnderstanding:
             pairs
         ):  # "she's in coach D": nothing flagged, "coach C" written like it
             if not old and not any(f.correction == k for f in found):
-                found += [Found(t, a, b, k, 0.5) for t, a, b in written_like(texts, turns, new)]
+                spans = written_like(texts, turns, new) or one_like_it(texts, turns, new)
+                found += [Found(t, a, b, k, 0.5) for t, a, b in spans]
         found = counted(found, texts, pairs)
         found = labelled(found, texts, texts[turn], pairs)
         found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from keproxy.corrections.consolidate import typed_candidates
-from keproxy.corrections.counts import last_mentioned, terse, written_like
+from keproxy.corrections.counts import last_mentioned, one_like_it, terse, written_like
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,23 @@ def test_a_new_value_naming_its_kind_finds_the_run_written_like_it() -> None:
     texts[0] = "We're in coach C, seats 41 and 42."
     assert [(t, texts[t][a:b]) for t, a, b in written_like(texts, [0, 1], "coach D")] == [(0, "C"), (1, "C")]
     recipe = ["Crush 1 garlic clove into the oil.", "make that 2 garlic cloves"]
-    assert [(t, recipe[t][a:b]) for t, a, b in written_like(recipe, [0], "2 garlic cloves")] == [(0, "1 garlic clove")]
+    assert [(t, recipe[t][a:b]) for t, a, b in written_like(recipe, [0], "2 garlic cloves")] == [
+        (0, "1 garlic clove")
+    ]
     # a plain word never differs, and the shared words must name something ("at 4" shares only "at")
     assert written_like(["Bring the red folder."], [0], "blue folder") == []
     assert written_like(["We meet at 3 sharp."], [0], "at 4") == []
+
+
+def test_the_one_earlier_value_written_like_a_one_word_new_value() -> None:
+    texts = ["Dr Brennan will see you at 16:05.", "Noted: Dr Brennan, 16:05, room 12."]
+
+    def found(new: str) -> list[tuple[int, str]]:
+        return [(t, texts[t][a:b]) for t, a, b in one_like_it(texts, [0, 1], new)]
+
+    assert found("Brannigan") == [(0, "Brennan"), (1, "Brennan")]  # spelled nearly the same
+    assert found("17:05") == [(0, "16:05"), (1, "16:05")]  # the same written form
+    assert found("Okafor") == []  # no name spelled like it
+    assert found("14") == []  # too short a number to tell it from the room
+    texts.append("Or 15:30 if that suits.")
+    assert one_like_it(texts, [0, 1, 2], "17:05") == []  # two earlier times: which one is not clear
