@@ -32,6 +32,7 @@ __all__ = [
     "same_kind",
     "skeleton",
     "undangled",
+    "within_sentence",
 ]
 
 _CONTENT = re.compile(r"[^\W_]{3,}")
@@ -108,6 +109,54 @@ def quoted_old_values(
             if before != after:
                 edits.append(SpanEdit(index, at + a, at + b, before, after, k))
     return edits
+
+
+_ABBREVIATIONS = frozenset(
+    [
+        "dr",
+        "mr",
+        "mrs",
+        "ms",
+        "st",
+        "mt",
+        "ft",
+        "no",
+        "nr",
+        "jr",
+        "sr",
+        "vs",
+        "etc",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "approx",
+        "dept",
+        "est",
+        "fig",
+        "vol",
+        "ca",
+        "cf",
+        "e.g",
+        "i.e",
+        "a.m",
+        "p.m",
+    ]
+)
+_SENTENCE_END = re.compile(r"[.!?](?=\s+\S)|\n")
+
+
+def within_sentence(text: str, start: int, end: int) -> int:
+    """``end`` cut back to the first sentence end inside ``text[start:end]`` ("4Gi. 2Gi is the request" ->
+    "4Gi"); a full stop after an abbreviation or an initial ("Dr. Haas", "J. Smith") ends no sentence."""
+    for m in _SENTENCE_END.finditer(text, start, end):
+        word = re.search(r"(\S+)$", text[start : m.start()])
+        before = word.group(1).casefold() if word else ""
+        if m.group() == "." and (before in _ABBREVIATIONS or (len(before) == 1 and before.isalpha())):
+            continue
+        if m.start() > start:
+            return m.start()
+    return end
 
 
 def find_all(text: str, needle: str) -> Iterator[int]:

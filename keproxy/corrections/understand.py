@@ -73,6 +73,7 @@ from keproxy.corrections.spans import (
     quoted_old_values,
     same_form,
     same_kind,
+    within_sentence,
 )
 from keproxy.corrections.tagging import (
     candidate_sentences,
@@ -218,7 +219,7 @@ class CorrectionUnderstanding:
             parsed = parse_template(text)
             if parsed:
                 return [(p.old, p.new) for p in parsed], parsed[0].template
-        spans = snap_to_words(text, result.spans)
+        spans = [(a, within_sentence(text, a, b), stem) for a, b, stem in snap_to_words(text, result.spans)]
         news = [(a, b) for a, b, stem in spans if stem == "NEW"]
         olds = [(a, b) for a, b, stem in spans if stem == "OLD"]
         if len(news) > 1 and history:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from keproxy.corrections.spans import fits, list_marker, named_spans, numbers
+from keproxy.corrections.spans import fits, list_marker, named_spans, numbers, within_sentence
 
 
 @pytest.mark.parametrize(
@@ -53,3 +53,19 @@ def test_a_whole_hour_states_its_hour() -> None:
     from keproxy.corrections.spans import numbers
 
     assert numbers("11:00") == {"11"} and numbers("9:30") == {"9", "30"}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("the limit is 4Gi. 2Gi is the request", "4Gi"),
+        ("all at 37 °C. 30 was the yeast batch", "37 °C"),
+        ("it's Dr. Haas at 3pm", "Dr. Haas at 3pm"),  # an abbreviation ends no sentence
+        ("ask J. Smith", "J. Smith"),  # nor does an initial
+        ("3.5 kg", "3.5 kg"),
+        ("it's Lisbon! Porto was last year", "Lisbon"),
+    ],
+)
+def test_a_tagged_value_stops_at_its_sentence_end(text: str, value: str) -> None:
+    start = text.index(value.split()[0])
+    assert text[start : within_sentence(text, start, len(text))] == value
