@@ -130,16 +130,31 @@ def _strip_glued(new: str, before: str, after: str) -> str:
     return new
 
 
+_RANGE = re.compile(r"\d+(?:[.,:]\d+)*(?:\s*[-–]\s*\d+(?:[.,:]\d+)*)?")
+#: Unit words written short and long ("min" / "minutes"); a word that starts the other is the same unit too.
+_UNIT_ALIASES = {"h": "hour", "hr": "hour", "hrs": "hour", "kg": "kilogram", "kgs": "kilogram", "g": "gram",
+                 "km": "kilometre", "kilometer": "kilometre", "ml": "millilitre", "milliliter": "millilitre",
+                 "l": "litre", "liter": "litre", "lb": "pound", "lbs": "pound", "m": "metre", "meter": "metre"}  # fmt: skip
+
+
+def _same_unit(a: str, b: str) -> bool:
+    """Whether unit words ``a`` and ``b`` name one unit ("min" / "minutes", "hrs" / "hours", "kg" / "kilos")."""
+    a, b = (_lemma(w.strip(".,;:!?").casefold()) for w in (a, b))
+    a, b = _UNIT_ALIASES.get(a, a), _UNIT_ALIASES.get(b, b)
+    return a == b or (min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a)))
+
+
 def _number_before_own_unit(span: str, new: str, after: str) -> str:
-    """A bare-number span followed by the unit that the new value writes right after its number keeps its own
-    unit and what follows it: "4" of "4 cm top" under "5 cm thick" becomes "5", not "5 cm thick"."""
-    numbers = list(_NUMBER.finditer(new))
-    if not _NUMBER.fullmatch(span) or len(numbers) != 1 or numbers[0].start() != 0:
+    """A bare-number span (or a range, "25-30") followed by the unit that the new value writes right after its
+    number keeps its own unit and what follows it: "4" of "4 cm top" under "5 cm thick" becomes "5", not "5 cm
+    thick"; "25-30" of "25-30 minutes" under "35-40 min" becomes "35-40"."""
+    m = _RANGE.match(new)
+    if not _RANGE.fullmatch(span) or m is None or len(_RANGE.findall(new)) != 1:
         return new
-    unit = new[numbers[0].end() :].split()
+    unit = new[m.end() :].split()
     following = after.split()
-    if unit and following and _lemma(unit[0].strip(".,;:!?")) == _lemma(following[0].strip(".,;:!?")):
-        return numbers[0].group()
+    if unit and following and _same_unit(unit[0], following[0]):
+        return m.group()
     return new
 
 

@@ -73,6 +73,8 @@ def test_examples_tag_values_and_stale_words() -> None:
         ("Order two 40-count boxes.", "40", "36-count", None, "36"),
         # the text keeps its own unit and what follows it
         ("The shelf is 30 cm deep and white.", "30", "35 cm deep", None, "35"),
+        ("Bake for 25-30 minutes until golden.", "25-30", "35-40 min", None, "35-40"),  # a range; min = minutes
+        ("It takes about 3 hrs each way.", "3", "4 hours", None, "4"),
         # a bare old number named by the user: the number is the value, the rest describes it
         ("Two hours at £45 = £90.", "45", "£50 an hour", "45", "50"),
         ("We booked a table for 6 at 8.", "6", "7 people", "6", "7"),
