@@ -23,6 +23,7 @@ import re
 from collections.abc import Sequence
 
 from keproxy.corrections.tagging import stale_core
+from keproxy.corrections.units import RANGE, other_dimension, same_unit
 
 __all__ = [
     "aligned_run",
@@ -130,30 +131,16 @@ def _strip_glued(new: str, before: str, after: str) -> str:
     return new
 
 
-_RANGE = re.compile(r"\d+(?:[.,:]\d+)*(?:\s*[-–]\s*\d+(?:[.,:]\d+)*)?")
-#: Unit words written short and long ("min" / "minutes"); a word that starts the other is the same unit too.
-_UNIT_ALIASES = {"h": "hour", "hr": "hour", "hrs": "hour", "kg": "kilogram", "kgs": "kilogram", "g": "gram",
-                 "km": "kilometre", "kilometer": "kilometre", "ml": "millilitre", "milliliter": "millilitre",
-                 "l": "litre", "liter": "litre", "lb": "pound", "lbs": "pound", "m": "metre", "meter": "metre"}  # fmt: skip
-
-
-def _same_unit(a: str, b: str) -> bool:
-    """Whether unit words ``a`` and ``b`` name one unit ("min" / "minutes", "hrs" / "hours", "kg" / "kilos")."""
-    a, b = (_lemma(w.strip(".,;:!?").casefold()) for w in (a, b))
-    a, b = _UNIT_ALIASES.get(a, a), _UNIT_ALIASES.get(b, b)
-    return a == b or (min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a)))
-
-
 def _number_before_own_unit(span: str, new: str, after: str) -> str:
     """A bare-number span (or a range, "25-30") followed by the unit that the new value writes right after its
     number keeps its own unit and what follows it: "4" of "4 cm top" under "5 cm thick" becomes "5", not "5 cm
     thick"; "25-30" of "25-30 minutes" under "35-40 min" becomes "35-40"."""
-    m = _RANGE.match(new)
-    if not _RANGE.fullmatch(span) or m is None or len(_RANGE.findall(new)) != 1:
+    m = RANGE.match(new)
+    if not RANGE.fullmatch(span) or m is None or len(RANGE.findall(new)) != 1:
         return new
     unit = new[m.end() :].split()
     following = after.split()
-    if unit and following and _same_unit(unit[0], following[0]):
+    if unit and following and same_unit(unit[0], following[0]):
         return m.group()
     return new
 
@@ -251,6 +238,8 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
     are looked at."""
     span = sentence[start:end]
     new = unquoted(new)
+    if other_dimension(span, sentence[end:], new):
+        return None  # "190 °C" is no bake time of "40 min": another fact
     if old:
         old = unquoted(old)
         if len(old.split()) > 1 or len(new.split()) > _SHORT:

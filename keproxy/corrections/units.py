@@ -1,0 +1,78 @@
+"""Units of measure written beside numbers: which words name one unit, and which belong to one dimension.
+
+A rewritten number keeps the unit its text writes when the new value names the same unit short or long ("25-30
+minutes" under "35-40 min"); a number written in another dimension than the new value's ("190 °C" for a bake
+time of "40 min") holds another fact and is not rewritten.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["RANGE", "other_dimension", "same_unit"]
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+#: A number or a range of numbers ("25-30", "9:30–10:15").
+RANGE = re.compile(r"\d+(?:[.,:]\d+)*(?:\s*[-–]\s*\d+(?:[.,:]\d+)*)?")
+#: Unit words written short and long ("min" / "minutes"); a word that starts the other is the same unit too.
+_UNIT_ALIASES = {"h": "hour", "hr": "hour", "hrs": "hour", "kg": "kilogram", "kgs": "kilogram", "g": "gram",
+                 "km": "kilometre", "kilometer": "kilometre", "ml": "millilitre", "milliliter": "millilitre",
+                 "l": "litre", "liter": "litre", "lb": "pound", "lbs": "pound", "m": "metre", "meter": "metre"}  # fmt: skip
+
+
+def same_unit(a: str, b: str) -> bool:
+    """Whether unit words ``a`` and ``b`` name one unit ("min" / "minutes", "hrs" / "hours", "kg" / "kilos")."""
+    a, b = (_singular(w.strip(".,;:!?").casefold()) for w in (a, b))
+    a, b = _UNIT_ALIASES.get(a, a), _UNIT_ALIASES.get(b, b)
+    return a == b or (min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a)))
+
+
+#: Units of measure, by dimension: a number written with one is not the value of a new value written with
+#: another ("190 °C" is no bake time of "40 min").
+_DIMENSIONS = {
+    "temperature": {"°c", "°f", "°", "degrees", "degree", "c", "f"},
+    "time": {"s", "sec", "secs", "second", "seconds", "min", "mins", "minute", "minutes", "h", "hr", "hrs",
+             "hour", "hours", "day", "days", "week", "weeks", "month", "months", "year", "years", "yrs", "ms"},
+    "mass": {"mg", "g", "kg", "kgs", "kilo", "kilos", "gram", "grams", "lb", "lbs", "pound", "pounds", "oz", "t"},
+    "volume": {"ml", "l", "litre", "litres", "liter", "liters", "cl", "dl", "tsp", "tbsp", "cup", "cups"},
+    "length": {"mm", "cm", "m", "km", "metre", "metres", "meter", "meters", "inch", "inches", "in", "ft", "feet",
+               "mile", "miles", "yd"},
+    "share": {"%", "percent", "pct"},
+    "speed": {"mph", "km/h", "kph", "kmh", "m/s"},
+    "data": {"kb", "mb", "gb", "tb", "kbps", "mbps", "gbps", "mhz", "ghz", "hz", "khz"},
+    "energy": {"w", "kw", "kwh", "wh", "v", "mah", "ah", "kcal", "cal"},
+}  # fmt: skip
+
+
+def _dimension(word: str) -> str | None:
+    """The dimension of a unit word ("min" -> "time", "°C" -> "temperature"); None for any other word."""
+    word = word.strip(".,;:!?()").casefold()
+    return next((name for name, units in _DIMENSIONS.items() if word in units), None)
+
+
+def _unit_after(text: str) -> str:
+    """The unit written right after a number: glued ("190°C", "30%") or the next word ("190 °C")."""
+    m = re.match(r"\s?([°%][^\s\d.,;:!?()]*|[^\W\d_][^\s\d.,;:!?()]*)", text)
+    return m.group(1) if m else ""
+
+
+def other_dimension(span: str, after: str, new: str) -> bool:
+    """Whether a number span (``after``: the text after it) and the new value are measured in different
+    dimensions: both written with a unit of measure, of different kinds ("190 °C" and "40 min"), or the span a
+    percentage and the new value a count of something ("80%" and "1,000 cycles")."""
+    span = span.strip()
+    unit = _unit_after(after)
+    if span.endswith("%"):
+        span, unit = span[:-1], "%"
+    m = RANGE.search(new)
+    if not RANGE.fullmatch(span) or m is None or len(RANGE.findall(new)) != 1:
+        return False  # a new value with several numbers is a clause: its numbers are for the aligned rewrite
+    word = _unit_after(new[m.end() :])
+    mine, theirs = _dimension(unit), _dimension(word)
+    if mine == "share" and theirs is None and len(word) >= 3 and word.isalpha():
+        return True
+    return mine is not None and theirs is not None and mine != theirs

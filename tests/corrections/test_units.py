@@ -1,0 +1,44 @@
+"""Units of measure beside numbers (keproxy.corrections.units) and what the rewrite does with them."""
+
+from __future__ import annotations
+
+import pytest
+
+from keproxy.corrections.rewrite import replacement
+from keproxy.corrections.units import other_dimension, same_unit
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [("min", "minutes", True), ("hrs", "hours", True), ("kg", "kilos", True), ("ml", "millilitres", True),
+     ("min", "hours", False), ("cm", "kg", False)],
+)  # fmt: skip
+def test_a_unit_written_short_or_long_is_one_unit(a: str, b: str, same: bool) -> None:
+    assert same_unit(a, b) is same
+
+
+@pytest.mark.parametrize(
+    ("span", "after", "new", "other"),
+    [
+        ("190", " °C for 30 min", "40 min", True),
+        ("190", "°C", "40 minutes", True),
+        ("80%", " of capacity", "1,000 cycles", True),
+        ("30", " min", "45 mins", False),
+        ("80%", " of capacity", "85%", False),
+        ("55", " cm", "38 cm", False),
+        ("3", " kids", "4 children", False),  # not units of measure: the counted-noun rules decide
+        ("48", " hours", "the cooler holds 2–8 °C for 72 hours", False),  # a clause, not a value
+    ],
+)
+def test_a_number_in_another_dimension_holds_another_fact(
+    span: str, after: str, new: str, other: bool
+) -> None:
+    assert other_dimension(span, after, new) is other
+
+
+def test_the_rewrite_leaves_a_number_of_another_dimension_alone() -> None:
+    sentence = "Bake at 190 °C for 30 min, then rest."
+    at = sentence.index("190")
+    assert replacement(sentence, at, at + 3, "40 min") is None
+    at = sentence.index("30")
+    assert replacement(sentence, at, at + 2, "40 min") == "40"
