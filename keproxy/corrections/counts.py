@@ -15,6 +15,7 @@ import difflib
 import re
 from collections.abc import Callable, Sequence
 
+from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import _NUMBER, Found, _stems
 from keproxy.corrections.rewrite import shape
 
@@ -288,3 +289,65 @@ def one_like_it(texts: Sequence[str], turns: Sequence[int], new: str) -> list[tu
                 at = m.start() + m.group().index(core)
                 hits.append((turn, at, at + len(core), core.casefold()))
     return [(t, a, b) for t, a, b, _ in hits] if len({h[3] for h in hits}) == 1 else []
+
+
+_UNITS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+
+
+def _in_words(n: int) -> str:
+    """0-99 in English words ("15" -> "fifteen", "42" -> "forty-two")."""
+    if n < 20:
+        return _UNITS[n]
+    tens, unit = divmod(n, 10)
+    return _TENS[tens - 2] + (f"-{_UNITS[unit]}" if unit else "")
+
+
+def _cased(word: str, like: str) -> str:
+    return word.upper() if like.isupper() else word.capitalize() if like[:1].isupper() else word
+
+
+def number_word_copies(
+    texts: Sequence[str], turns: Sequence[int], edits: Sequence[SpanEdit]
+) -> list[SpanEdit]:
+    """The old number written in words elsewhere ("Twelve years") when an edit rewrote it in digits ("12 years"
+    -> "15 years"): each copy counting the same noun (the word after it) becomes the new number in words, in the
+    copy's case ("Fifteen years"). Numbers 0-99; offsets into ``texts[turn]``; none overlaps ``edits``."""
+    out: list[SpanEdit] = []
+    for e in edits:
+        if not (e.before.isdigit() and e.after.isdigit() and int(e.before) < 100 and int(e.after) < 100):
+            continue
+        noun = re.match(r"\s+([^\W\d_]+)", texts[e.turn_index][e.end :])
+        if noun is None or noun.group(1).casefold() in _NOT_COUNTED:
+            continue
+        word, new = _in_words(int(e.before)), _in_words(int(e.after))
+        pattern = re.compile(rf"\b{word}\b(?=\s+{re.escape(noun.group(1))}\b)", re.IGNORECASE)
+        for turn in turns:
+            for m in pattern.finditer(texts[turn]):
+                taken = [*edits, *out]
+                if not any(x.turn_index == turn and x.start < m.end() and m.start() < x.end for x in taken):
+                    out.append(
+                        SpanEdit(turn, m.start(), m.end(), m.group(), _cased(new, m.group()), e.correction)
+                    )
+    return out

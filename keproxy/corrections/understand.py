@@ -51,6 +51,7 @@ from keproxy.corrections.counts import (
     counted,
     labelled,
     last_mentioned,
+    number_word_copies,
     one_like_it,
     terse,
     with_counted_noun,
@@ -379,6 +380,7 @@ class CorrectionUnderstanding:
                     e for e in edits if e.correction != k or e.before.casefold() in (old or "").casefold()
                 ]
                 edits += self._restated(messages, texts, turn, new, k, flagged, skip, edits)
+        edits += number_word_copies(texts, turns, edits)
         return edits + derived_edits(texts, edits)
 
     def _named_anywhere(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import typed_candidates
-from keproxy.corrections.counts import last_mentioned, one_like_it, terse, written_like
+from keproxy.corrections.counts import last_mentioned, number_word_copies, one_like_it, terse, written_like
 
 
 @pytest.mark.parametrize(
@@ -59,3 +60,20 @@ def test_the_one_earlier_value_written_like_a_one_word_new_value() -> None:
     assert found("14") == []  # too short a number to tell it from the room
     texts.append("Or 15:30 if that suits.")
     assert one_like_it(texts, [0, 1, 2], "17:05") == []  # two earlier times: which one is not clear
+
+
+def test_the_old_number_in_words_follows_its_digits() -> None:
+    texts = ["**Twelve Years**\n\nTwelve years of rain, and twelve cats.", "We met 12 years ago."]
+    edit = SpanEdit(1, 7, 9, "12", "15", 0)
+    out = number_word_copies(texts, [0, 1], [edit])
+    assert [(e.turn_index, e.before, e.after) for e in out] == [
+        (0, "Twelve", "Fifteen"), (0, "Twelve", "Fifteen"),
+    ]  # fmt: skip
+    # "twelve cats" counts something else; a number not followed by its noun has no copies to find
+    assert number_word_copies(texts, [0, 1], [SpanEdit(1, 7, 9, "12", "15", 0)])[-1].start < texts[0].index(
+        "cats"
+    )
+    assert (
+        number_word_copies(["I have twelve.", "Call at 12."], [0, 1], [SpanEdit(1, 8, 10, "12", "15", 0)])
+        == []
+    )
