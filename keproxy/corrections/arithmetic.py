@@ -202,6 +202,7 @@ def _solve(
 _AMOUNT = re.compile(
     rf"(?P<cur>[£$€¥₹]|\b[A-Z]{{3}} )?(?P<num>{_NUM})(?P<suf>%|[^\W\d_]{{1,3}}\b)?(?![.,]?\d)"
 )
+_PART_OF = re.compile(r"\s*(?:[^\W\d_]+\s+){0,3}(?:out of|of|/)\s*")
 _TOTAL_BEFORE = re.compile(
     r"\b(?:sub)?total\b|\bsum\b|\baltogether\b|\bin all\b|\bcomes? to\b", re.IGNORECASE
 )
@@ -276,6 +277,7 @@ class _Derivation:
         self.chains = [q for q in equations(text) if _consistent(q)]
         self.amounts = _amounts(text)
         self.totals = [a for a in self.amounts if _is_total(text, a.number)]
+        self.shares = [a for a in self.amounts if a.kind[1] == "%"]
         self.operands = {n.start for q in self.chains for n in _numbers(q.sides[0]) if len(q.sides[0]) > 1}
         self.in_chains = {n.start: n for q in self.chains for side in q.sides for n in _numbers(side)}
         self.numbers = {**{a.number.start: a.number for a in self.amounts}, **self.in_chains}
@@ -284,7 +286,7 @@ class _Derivation:
         self.changed: dict[int, float] = {}
 
     def edits(self, turn: int, edits: Sequence[SpanEdit]) -> list[SpanEdit]:
-        if not self.chains and not self.totals:
+        if not self.chains and not self.totals and not self.shares:
             return []
         for e in edits:
             new, old = re.findall(_NUM, e.after), re.findall(_NUM, e.before)
@@ -299,6 +301,8 @@ class _Derivation:
                 self._recompute(q)
             for total in self.totals:
                 self._add_up(total)
+            for share in self.shares:
+                self._divide(share)
             if len(self.values) == before:
                 break
         out = []
@@ -356,3 +360,31 @@ class _Derivation:
         if moved:
             delta = sum(self.values[n.start] - n.value for n in moved)
             self._change(total.number, total.number.value + delta, self.source[moved[0].start])
+
+    def _divide(self, share: Amount) -> None:
+        """A percentage written beside the part and the whole it is the ratio of ("£340k spent of £500k (68%)")
+        moves with them: the one pair of amounts of one kind in its sentence whose ratio it is, as written (bare
+        numbers only when written "x of y" or "x/y": "3 days ... 15 October" is no 20%)."""
+        if share.number.start in self.values:
+            return
+        start = (
+            max(self.text.rfind("\n", 0, share.number.start), self.text.rfind(". ", 0, share.number.start))
+            + 1
+        )
+        stop = min(i for i in (self.text.find("\n", share.number.end), self.text.find(". ", share.number.end),
+                               len(self.text)) if i >= 0)  # fmt: skip
+        near = [a.number for a in self.amounts if a.kind[1] != "%" and start <= a.number.start < stop]
+        kinds = {a.number.start: a.kind for a in self.amounts}
+        pairs = [
+            (x, y) for x in near for y in near
+            if x.value < y.value and kinds[x.start] == kinds[y.start] and _agrees(100 * x.value / y.value, share.number)
+            and (kinds[x.start] != ("", "") or _PART_OF.fullmatch(self.text, x.end, y.start) is not None)
+        ]  # fmt: skip
+        if len(pairs) != 1:
+            return
+        x, y = pairs[0]
+        moved = [n for n in (x, y) if n.start in self.values]
+        if moved:
+            part, whole = (self.values.get(n.start, n.value) for n in (x, y))
+            if whole > 0:
+                self._change(share.number, 100 * part / whole, self.source[moved[0].start])

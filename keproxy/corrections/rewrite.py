@@ -29,6 +29,7 @@ __all__ = [
     "aligned_run",
     "choose_correction",
     "differing_words",
+    "keep_brackets",
     "replacement",
     "shape",
     "unquoted",
@@ -297,6 +298,16 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
 
 
 _EDGE = ".,;:!?()[]*\"'“”‘’"
+
+
+def keep_brackets(span: str, after: str) -> str:
+    """``after`` with the unmatched bracket that opens or closes ``span`` kept ("(68%" -> "(75%", not "75%")."""
+    for opening, closing in ("()", "[]", "{}"):
+        if span.startswith(opening) and closing not in span and not after.startswith(opening):
+            after = opening + after
+        if span.endswith(closing) and opening not in span and not after.endswith(closing):
+            after += closing
+    return after
 
 
 def aligned_run(text: str, start: int, end: int, new: str) -> tuple[int, int, str] | None:

@@ -62,7 +62,7 @@ from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.gate import CorrectionGate
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
-from keproxy.corrections.rewrite import aligned_run, replacement, shape, unquoted
+from keproxy.corrections.rewrite import aligned_run, keep_brackets, replacement, shape, unquoted
 from keproxy.corrections.spans import (
     find_all,
     fold,
@@ -373,7 +373,7 @@ class CorrectionUnderstanding:
             span = texts[f.turn][start:end]
             taken = any(e.turn_index == f.turn and e.start < end and start < e.end for e in edits)
             if after is not None and not taken:
-                edits.append(SpanEdit(f.turn, start, end, span, after, f.correction))
+                edits.append(SpanEdit(f.turn, start, end, span, keep_brackets(span, after), f.correction))
         for k, (old, new) in enumerate(pairs):
             if len(new.split()) >= 5 and not self._realised(texts, edits, k, new):
                 edits = [

@@ -49,6 +49,16 @@ def corrected(text: str, *edits: SpanEdit) -> str:
             "Rent £700, bills £110, phone £20 (about £0.66/day) - £830 in total.",
         ),
         (
+            "We sold 12 of 40 tickets (30%) by Friday.",
+            "12", "14",
+            "We sold 14 of 40 tickets (35%) by Friday.",
+        ),
+        (
+            "- Budget: £340k spent of £500k (68%)\n- Progress: 70%",
+            "340", "385",
+            "- Budget: £385k spent of £500k (77%)\n- Progress: 70%",
+        ),
+        (
             "- 2 nights × USD 300 = USD 600\n- flight: USD 450\nTotal: USD 1,050",
             "300", "320",
             "- 2 nights × USD 320 = USD 640\n- flight: USD 450\nTotal: USD 1,090",
@@ -66,6 +76,7 @@ def test_results_follow_the_corrected_operand(text: str, before: str, after: str
         ("1.2 kg × 0.75 = 900 g of sugar.", "1.2", "1"),  # a unit change the text does not write out
         ("We paid £40, then £25, and the total is still being argued about.", "25", "30"),  # nothing sums
         ("retries = 3 and timeout = 30 * 1000 ms", "30", "60"),  # code: no number on the left
+        ("3 days of work, VAT 20%, due 15 October.", "3", "4"),  # 3/15 is 20%, but nothing says "3 of 15"
     ],
 )
 def test_nothing_changes_without_written_arithmetic(text: str, before: str, after: str) -> None:

@@ -12,6 +12,7 @@ from keproxy.corrections.rewrite import (
     aligned_run,
     choose_correction,
     differing_words,
+    keep_brackets,
     replacement,
     written_agreement,
 )
@@ -294,3 +295,10 @@ def test_a_whole_amount_keeps_the_zero_cents_the_span_is_written_with(new: str, 
 def test_an_aligned_run_keeps_the_rest_of_a_word_a_number_is_written_into() -> None:
     text = "With a 4- and 6-year-old, pick morning flights."
     assert aligned_run(text, 7, 24, "3 and 5") == (7, 24, "3- and 5-year-old")
+
+
+def test_an_unmatched_bracket_of_the_span_stays() -> None:
+    assert keep_brackets("(68%", "75%") == "(75%"
+    assert keep_brackets("68%)", "75%") == "75%)"
+    assert keep_brackets("(68%)", "75%") == "75%"  # a whole bracketed value is the value
+    assert keep_brackets("68%", "75%") == "75%"
