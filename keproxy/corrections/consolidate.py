@@ -340,6 +340,9 @@ def propagate(
     return out
 
 
+_ZERO_CENTS = re.compile(r"[.,]00(?![\d.,]\d)")
+
+
 def copies(
     texts: Sequence[str],
     turns: Iterable[int],
@@ -348,14 +351,17 @@ def copies(
     *,
     min_score: float,
 ) -> Iterator[tuple[int, int, int]]:
-    """(turn, start, end) of each whole-word occurrence of ``value`` (ignoring case) in ``turns`` that states
-    the same fact: every one for a :func:`distinctive` value (found inside joined tokens too, :func:`standalone`),
+    """(turn, start, end) of each whole-word occurrence of ``value`` (ignoring case; an amount with its zero
+    cents, "€7.00" for "€7") in ``turns`` that states the same fact: every one for a :func:`distinctive` value (found inside joined tokens too, :func:`standalone`),
     else those whose sentence ``sentence_score(turn, offset)`` scores at least ``min_score``."""
     wide = distinctive(value)
     needle = value.casefold()
     for turn in turns:
         for at in find_all(texts[turn].casefold(), needle):
             end = at + len(needle)
+            cents = _ZERO_CENTS.match(texts[turn], end) if needle[-1:].isdigit() else None
+            if cents is not None:  # "€7" named, "€7.00" written: the same amount
+                end = cents.end()
             if (
                 standalone(texts[turn], at, end, loose=wide)
                 and not list_marker(texts[turn], at, end)

@@ -7,6 +7,7 @@ import pytest
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import (
     Found,
+    copies,
     current,
     distinctive,
     narrow,
@@ -326,3 +327,9 @@ def test_word_changes_lines_up_the_words_of_a_restated_clause() -> None:
     )
     assert word_changes(before, after) == [("DPD", "Evri"), ("5", "6")]
     assert word_changes("the show starts at 8 pm", "a late start for everybody tonight") == []
+
+
+def test_a_named_amount_finds_its_copies_written_with_zero_cents() -> None:
+    texts = ["Adults €17.50, children €7.00, under-5s free.", "So €7 per child, €7.50 for the guide."]
+    found = [texts[t][a:b] for t, a, b in copies(texts, [0, 1], "€7", lambda t, at: 1.0, min_score=0.5)]
+    assert found == ["€7.00", "€7"]  # "€7.50" is another amount
