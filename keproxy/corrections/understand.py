@@ -82,6 +82,7 @@ from keproxy.corrections.tagging import (
     snap_to_words,
     value_words,
 )
+from keproxy.corrections.units import measured_otherwise
 from keproxy.messages import message_text
 
 if TYPE_CHECKING:
@@ -251,8 +252,9 @@ class CorrectionUnderstanding:
         for i, (a, b) in enumerate(news):
             old = olds[paired[i]] if i in paired else None
             pair = oriented(text[old[0] : old[1]] if old else None, text[a:b], said)
-            if pair[0] and _words_within(pair[0], pair[1]):
-                pair = (None, pair[1])  # "Monday 10 March" restates "March": not what changed
+            if pair[0] and (_words_within(pair[0], pair[1]) or measured_otherwise(pair[0], pair[1])):
+                # "Monday 10 March" restates "March"; "80%" is no old "1,000 cycles": not what changed
+                pair = (None, pair[1])
             pairs.append(pair)
 
         # one value tagged twice ("no, 3691. INV-2024-3691"): the part goes, the whole value stays

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["RANGE", "other_dimension", "same_unit"]
+__all__ = ["RANGE", "measured_otherwise", "other_dimension", "same_unit"]
 
 
 def _singular(word: str) -> str:
@@ -76,3 +76,10 @@ def other_dimension(span: str, after: str, new: str) -> bool:
     if mine == "share" and theirs is None and len(word) >= 3 and word.isalpha():
         return True
     return mine is not None and theirs is not None and mine != theirs
+
+
+def measured_otherwise(old: str, new: str) -> bool:
+    """Whether a named old value and a new value are measured in different dimensions ("80%" and "1,000
+    cycles"): then the old value is not the one the new value replaces."""
+    m = RANGE.match(old.strip())
+    return m is not None and other_dimension(m.group(), old.strip()[m.end() :], new)

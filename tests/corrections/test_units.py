@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from keproxy.corrections.rewrite import replacement
-from keproxy.corrections.units import other_dimension, same_unit
+from keproxy.corrections.units import measured_otherwise, other_dimension, same_unit
 
 
 @pytest.mark.parametrize(
@@ -42,3 +42,25 @@ def test_the_rewrite_leaves_a_number_of_another_dimension_alone() -> None:
     assert replacement(sentence, at, at + 3, "40 min") is None
     at = sentence.index("30")
     assert replacement(sentence, at, at + 2, "40 min") == "40"
+
+
+def test_a_named_old_value_of_another_dimension_is_not_the_old_value() -> None:
+    assert measured_otherwise("80%", "1,000 cycles")
+    assert measured_otherwise("190 °C", "40 min")
+    assert not measured_otherwise("5", "8 seats")
+    assert not measured_otherwise("30 min", "45 minutes")
+
+
+def test_the_pipeline_finds_the_count_the_new_value_is_written_like() -> None:
+    from keproxy.corrections.understand import CorrectionUnderstanding
+
+    messages = [
+        {"role": "user", "content": "Summarise the cell test."},
+        {"role": "assistant", "content": "Capacity 5.1 Ah; cycle life 800 cycles to 80% SOH; 38 mΩ."},
+        {"role": "user", "content": "Cycle life was 1,000 cycles to 80% SOH, I read the wrong column."},
+    ]
+    edits = [
+        (e.before, e.after) for c in CorrectionUnderstanding(threads=1).detect(messages) for e in c.spans
+    ]
+    assert ("800", "1,000") in edits
+    assert not any(before.startswith("80%") or before == "80" for before, _ in edits)
