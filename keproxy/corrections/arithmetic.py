@@ -65,9 +65,14 @@ def _number(m: re.Match[str]) -> Number:
                   "," in text, decimals > 0 and text.endswith("0"))  # fmt: skip
 
 
+_ASIDE = re.compile(r"\([^()]*[^\W\d_][^()]*\)")
+
+
 def equations(text: str) -> list[Equation]:
     """The written equation chains of ``text`` (at least two sides, every side a well-formed expression),
-    in order."""
+    in order. A parenthetical aside with words in it is read as a space ("2 children (9 and 13) × €7.00 =
+    €14.00"); offsets stay those of ``text``."""
+    text = _ASIDE.sub(lambda m: " " * len(m.group()), text)
     out: list[Equation] = []
     sides: list[tuple[Number | str, ...]] = []
     side: list[Number | str] = []

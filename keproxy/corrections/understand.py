@@ -82,7 +82,7 @@ from keproxy.corrections.tagging import (
     snap_to_words,
     value_words,
 )
-from keproxy.corrections.units import measured_otherwise
+from keproxy.corrections.units import measured_otherwise, over_other_unit
 from keproxy.messages import message_text
 
 if TYPE_CHECKING:
@@ -360,7 +360,9 @@ class CorrectionUnderstanding:
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):
             old, new = pairs[f.correction]
             start, end = whole_token(texts[f.turn], *narrow(texts[f.turn], f.start, f.end, new), new)
-            end = with_counted_noun(texts[f.turn], start, end, new)
+            end = over_other_unit(
+                texts[f.turn], start, with_counted_noun(texts[f.turn], start, end, new), new
+            )
             # a named old value of several words says itself which words differ (replacement's stale core)
             run = (
                 None

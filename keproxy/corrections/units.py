@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["RANGE", "measured_otherwise", "other_dimension", "same_unit"]
+__all__ = ["RANGE", "measured_otherwise", "other_dimension", "over_other_unit", "same_unit"]
 
 
 def _singular(word: str) -> str:
@@ -83,3 +83,18 @@ def measured_otherwise(old: str, new: str) -> bool:
     cycles"): then the old value is not the one the new value replaces."""
     m = RANGE.match(old.strip())
     return m is not None and other_dimension(m.group(), old.strip()[m.end() :], new)
+
+
+def over_other_unit(text: str, start: int, end: int, new: str) -> int:
+    """The end of a number span widened over its unit when the new value states the same dimension in another
+    unit ("2 hours" under "90 minutes", so that the rewrite is "90 minutes", not "90 minutes hours"); ``end``
+    otherwise."""
+    m = RANGE.search(new)
+    if not RANGE.fullmatch(text[start:end]) or m is None or len(RANGE.findall(new)) != 1:
+        return end
+    unit = re.match(r"\s?([^\W\d_]+|°[CF])\b", text[end:])
+    theirs = _unit_after(new[m.end() :])
+    if unit is None or not theirs or same_unit(unit.group(1), theirs):
+        return end
+    mine = _dimension(unit.group(1))
+    return end + unit.end() if mine is not None and mine == _dimension(theirs) else end

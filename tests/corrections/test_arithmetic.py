@@ -49,6 +49,11 @@ def corrected(text: str, *edits: SpanEdit) -> str:
             "Rent £700, bills £110, phone £20 (about £0.66/day) - £830 in total.",
         ),
         (
+            "- 2 adults × €12.00 = €24.00\n- 3 kids (4, 7 and 9) × €5.00 = €15.00\n\nTotal: €39.00",
+            "5.00", "6.00",
+            "- 2 adults × €12.00 = €24.00\n- 3 kids (4, 7 and 9) × €6.00 = €18.00\n\nTotal: €42.00",
+        ),
+        (
             "We sold 12 of 40 tickets (30%) by Friday.",
             "12", "14",
             "We sold 14 of 40 tickets (35%) by Friday.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from keproxy.corrections.rewrite import replacement
-from keproxy.corrections.units import measured_otherwise, other_dimension, same_unit
+from keproxy.corrections.units import measured_otherwise, other_dimension, over_other_unit, same_unit
 
 
 @pytest.mark.parametrize(
@@ -64,3 +64,19 @@ def test_the_pipeline_finds_the_count_the_new_value_is_written_like() -> None:
     ]
     assert ("800", "1,000") in edits
     assert not any(before.startswith("80%") or before == "80" for before, _ in edits)
+
+
+@pytest.mark.parametrize(
+    ("text", "span", "new", "widened"),
+    [
+        ("It takes 2 hours each way.", "2", "90 minutes", "2 hours"),  # same dimension, another unit
+        ("It takes 2 hours each way.", "2", "3 hours", "2"),  # the same unit stays the text's
+        ("A 5 kg bag.", "5", "4 kilos", "5"),  # one unit written short and long
+        ("Dinner for 4 people.", "4", "6 guests", "4"),  # not units of measure
+    ],
+)
+def test_a_number_span_takes_its_unit_when_the_new_value_states_another(
+    text: str, span: str, new: str, widened: str
+) -> None:
+    start = text.index(span)
+    assert text[start : over_other_unit(text, start, start + len(span), new)] == widened
