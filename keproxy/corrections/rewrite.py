@@ -132,16 +132,20 @@ def _strip_glued(new: str, before: str, after: str) -> str:
     return new
 
 
-def _number_before_own_unit(span: str, new: str, after: str) -> str:
-    """A bare-number span (or a range, "25-30") followed by the unit that the new value writes right after its
-    number keeps its own unit and what follows it: "4" of "4 cm top" under "5 cm thick" becomes "5", not "5 cm
-    thick"; "25-30" of "25-30 minutes" under "35-40 min" becomes "35-40"."""
+def _number_before_own_unit(span: str, new: str, after: str, before: str = "") -> str:
+    """A bare-number span (or a range, "25-30") written with the unit that the new value writes right after its
+    number, after the span or as its label before it, keeps its own words: "4" of "4 cm top" under "5 cm thick"
+    becomes "5", not "5 cm thick"; "25-30" of "25-30 minutes" under "35-40 min" becomes "35-40"; "8" of "vcpus:
+    8" under "4 vCPU" becomes "4"."""
     m = RANGE.match(new)
     if not RANGE.fullmatch(span) or m is None or len(RANGE.findall(new)) != 1:
         return new
     unit = new[m.end() :].split()
     following = after.split()
+    label = re.findall(r"([^\W\d_]+)[\s:=]*$", before)
     if unit and following and same_unit(unit[0], following[0]):
+        return m.group()
+    if len(unit) == 1 and label and same_unit(unit[0], label[-1]):
         return m.group()
     return new
 
@@ -282,7 +286,7 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
             return joined if joined != span else None
         fitted = _strip_shared(new, sentence[:start], sentence[end:]).strip(" ,;")
         fitted = _strip_glued(fitted, sentence[:start], sentence[end:])
-        fitted = _number_before_own_unit(span, fitted, sentence[end:])
+        fitted = _number_before_own_unit(span, fitted, sentence[end:], sentence[:start])
         fitted = fitted.rstrip(".!?") if not span.endswith((".", "!", "?")) else fitted
         fitted = _keep_zero_cents(span, _carry_unit(span, fitted))
         if (

@@ -34,18 +34,29 @@ def same_unit(a: str, b: str) -> bool:
 #: Units of measure, by dimension: a number written with one is not the value of a new value written with
 #: another ("190 °C" is no bake time of "40 min").
 _DIMENSIONS = {
-    "temperature": {"°c", "°f", "°", "degrees", "degree", "c", "f"},
+    "temperature": {"°c", "°f", "°", "degrees", "degree", "c", "f", "celsius", "fahrenheit"},
     "time": {"s", "sec", "secs", "second", "seconds", "min", "mins", "minute", "minutes", "h", "hr", "hrs",
-             "hour", "hours", "day", "days", "week", "weeks", "month", "months", "year", "years", "yrs", "ms"},
-    "mass": {"mg", "g", "kg", "kgs", "kilo", "kilos", "gram", "grams", "lb", "lbs", "pound", "pounds", "oz", "t"},
-    "volume": {"ml", "l", "litre", "litres", "liter", "liters", "cl", "dl", "tsp", "tbsp", "cup", "cups"},
-    "length": {"mm", "cm", "m", "km", "metre", "metres", "meter", "meters", "inch", "inches", "in", "ft", "feet",
-               "mile", "miles", "yd"},
+             "hour", "hours", "day", "days", "night", "nights", "week", "weeks", "month", "months", "year", "years",
+             "yrs", "ms"},
+    "mass": {"mg", "g", "kg", "kgs", "kilo", "kilos", "kilogram", "kilograms", "gram", "grams", "lb", "lbs",
+             "pound", "pounds", "oz", "ounce", "ounces", "t", "tonne", "tonnes", "ton", "tons"},
+    "volume": {"ml", "l", "litre", "litres", "liter", "liters", "millilitre", "millilitres", "milliliter",
+               "milliliters", "cl", "dl", "tsp", "tbsp", "cup", "cups", "gallon", "gallons", "pint", "pints"},
+    "length": {"mm", "cm", "m", "km", "metre", "metres", "meter", "meters", "millimetre", "millimetres",
+               "centimetre", "centimetres", "centimeter", "centimeters", "kilometre", "kilometres", "kilometer",
+               "kilometers", "inch", "inches", "in", "ft", "feet", "foot", "mile", "miles", "yd", "yards"},
     "share": {"%", "percent", "pct"},
     "speed": {"mph", "km/h", "kph", "kmh", "m/s"},
-    "data": {"kb", "mb", "gb", "tb", "kbps", "mbps", "gbps", "mhz", "ghz", "hz", "khz"},
-    "energy": {"w", "kw", "kwh", "wh", "v", "mah", "ah", "kcal", "cal"},
+    "data": {"kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib", "kbps", "mbps", "gbps", "mhz", "ghz", "hz", "khz",
+             "gig", "gigs", "gigabyte", "gigabytes", "megabyte", "megabytes", "terabyte", "terabytes"},
+    "energy": {"w", "kw", "kwh", "wh", "v", "mah", "ah", "kcal", "cal", "watt", "watts", "volt", "volts"},
 }  # fmt: skip
+#: Words that may follow a new value's number without naming what it counts ("4 more", "4 instead").
+_NOT_A_NOUN = frozenset(
+    {"and", "or", "to", "at", "on", "in", "of", "for", "by", "with", "from", "per", "each", "is", "are", "was",
+     "were", "the", "more", "less", "instead", "not", "but", "so", "if", "then", "as", "please", "total", "times",
+     "extra", "only", "now"}
+)  # fmt: skip
 
 
 def _dimension(word: str) -> str | None:
@@ -62,8 +73,8 @@ def _unit_after(text: str) -> str:
 
 def other_dimension(span: str, after: str, new: str) -> bool:
     """Whether a number span (``after``: the text after it) and the new value are measured in different
-    dimensions: both written with a unit of measure, of different kinds ("190 °C" and "40 min"), or the span a
-    percentage and the new value a count of something ("80%" and "1,000 cycles")."""
+    dimensions: both written with a unit of measure, of different kinds ("190 °C" and "40 min"), or the span
+    measured and the new value a count of something ("80%" and "1,000 cycles", "8GB" and "4 vCPU")."""
     span = span.strip()
     unit = _unit_after(after)
     if span.endswith("%"):
@@ -73,8 +84,8 @@ def other_dimension(span: str, after: str, new: str) -> bool:
         return False  # a new value with several numbers is a clause: its numbers are for the aligned rewrite
     word = _unit_after(new[m.end() :])
     mine, theirs = _dimension(unit), _dimension(word)
-    if mine == "share" and theirs is None and len(word) >= 3 and word.isalpha():
-        return True
+    if mine is not None and theirs is None and len(word) >= 3 and word.isalpha():
+        return word.casefold() not in _NOT_A_NOUN  # "8GB" is no count of "4 vCPU"
     return mine is not None and theirs is not None and mine != theirs
 
 

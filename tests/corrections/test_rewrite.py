@@ -76,6 +76,7 @@ def test_examples_tag_values_and_stale_words() -> None:
         ("The shelf is 30 cm deep and white.", "30", "35 cm deep", None, "35"),
         ("Bake for 25-30 minutes until golden.", "25-30", "35-40 min", None, "35-40"),  # a range; min = minutes
         ("It takes about 3 hrs each way.", "3", "4 hours", None, "4"),
+        ("name: pg-01\nvcpus: 8\nmemory_gb: 32", "8", "4 vCPU", None, "4"),  # the unit is the span's label
         # a bare old number named by the user: the number is the value, the rest describes it
         ("Two hours at £45 = £90.", "45", "£50 an hour", "45", "50"),
         ("We booked a table for 6 at 8.", "6", "7 people", "6", "7"),

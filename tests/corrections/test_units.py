@@ -27,6 +27,9 @@ def test_a_unit_written_short_or_long_is_one_unit(a: str, b: str, same: bool) ->
         ("80%", " of capacity", "85%", False),
         ("55", " cm", "38 cm", False),
         ("3", " kids", "4 children", False),  # not units of measure: the counted-noun rules decide
+        ("8", "GB of RAM", "4 vCPU", True),  # a measured span is no count of something else
+        ("8", "GB of RAM", "16 gigs", False),
+        ("30", " min", "45 more", False),
         ("48", " hours", "the cooler holds 2–8 °C for 72 hours", False),  # a clause, not a value
     ],
 )
