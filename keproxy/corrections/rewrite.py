@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 
 from keproxy.corrections.tagging import stale_core
-from keproxy.corrections.units import RANGE, other_dimension, same_unit
+from keproxy.corrections.units import RANGE, money_otherwise, other_dimension, same_unit
 
 __all__ = [
     "aligned_run",
@@ -243,8 +243,8 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
     are looked at."""
     span = sentence[start:end]
     new = unquoted(new)
-    if other_dimension(span, sentence[end:], new):
-        return None  # "190 °C" is no bake time of "40 min": another fact
+    if other_dimension(span, sentence[end:], new) or money_otherwise(sentence[:start], new):
+        return None  # "190 °C" is no bake time of "40 min", "$3,600" no brightness of "4,200 lumens"
     if old:
         old = unquoted(old)
         if len(old.split()) > 1 or len(new.split()) > _SHORT:

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["RANGE", "measured_otherwise", "other_dimension", "over_other_unit", "same_unit"]
+__all__ = [
+    "RANGE",
+    "measured_otherwise",
+    "money_otherwise",
+    "other_dimension",
+    "over_other_unit",
+    "same_unit",
+]
 
 
 def _singular(word: str) -> str:
@@ -109,3 +116,16 @@ def over_other_unit(text: str, start: int, end: int, new: str) -> int:
         return end
     mine = _dimension(unit.group(1))
     return end + unit.end() if mine is not None and mine == _dimension(theirs) else end
+
+
+_CURRENCY = "£$€¥₹"
+
+
+def money_otherwise(before: str, new: str) -> bool:
+    """Whether a span written as money (a currency sign right before it, ``before``) cannot hold a new value
+    that counts something else and names no currency ("$3,600" under "4,200 lumens")."""
+    m = RANGE.search(new)
+    if not before.endswith(tuple(_CURRENCY)) or m is None or any(c in new for c in _CURRENCY):
+        return False
+    word = _unit_after(new[m.end() :])
+    return len(word) >= 3 and word.isalpha() and word.casefold() not in _NOT_A_NOUN

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from keproxy.corrections.rewrite import replacement
-from keproxy.corrections.units import measured_otherwise, other_dimension, over_other_unit, same_unit
+from keproxy.corrections.units import (
+    measured_otherwise,
+    money_otherwise,
+    other_dimension,
+    over_other_unit,
+    same_unit,
+)
 
 
 @pytest.mark.parametrize(
@@ -83,3 +89,13 @@ def test_a_number_span_takes_its_unit_when_the_new_value_states_another(
 ) -> None:
     start = text.index(span)
     assert text[start : over_other_unit(text, start, start + len(span), new)] == widened
+
+
+def test_money_cannot_hold_a_count_of_something_else() -> None:
+    assert money_otherwise("Total budget $", "4,200 lumens")
+    assert not money_otherwise("Total budget $", "$4,200")  # the new value is money too
+    assert not money_otherwise("Total budget $", "4,200")  # a bare number may be the amount
+    assert not money_otherwise("a brightness of ", "4,200 lumens")  # not written as money
+    sentence = "Brightness 3,600 lumens minimum. Total budget $3,600 including mount."
+    at = sentence.index("$3,600") + 1
+    assert replacement(sentence, at, at + 5, "4,200 lumens", "3,600") is None
