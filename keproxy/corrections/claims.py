@@ -29,10 +29,11 @@ _SAY = re.compile(
     re.IGNORECASE,
 )
 _DOUBT = re.compile(
-    r"mix(?:ing|ed) (?:it|them|things) up|mixed up|got it wrong|\b(?:he|she|they)(?:'s|'re| is| are) wrong|"
-    r"\bnot right\b|\bwho'?s right|which (?:one )?is right|\bis (?:that|this|he|she|it) (?:right|true|correct)|"
-    r"\bare they right|\bpretty sure (?:he|she|they)|\bi think (?:he|she|they)\b|\bi doubt\b|"
-    r"\bsets? (?:him|her|them) straight|\bdon'?t believe\b|\bfact[- ]check",
+    r"(?<!you're )(?<!you are )mix(?:ing|ed) (?:it|them|things) up|(?<!you )got it wrong|"
+    r"\b(?:he|she|they)(?:'s|'re| is| are) (?:wrong|mistaken)|\bnot right, is it|\bwho'?s right|"
+    r"which (?:one )?is right|\bis (?:he|she) (?:right|correct)|\bare they right|\bpretty sure (?:he|she|they)|"
+    r"\bi think (?:he|she|they)\b|\bi doubt\b|\bsets? (?:him|her|them) straight|\bdon'?t believe (?:him|her|them)|"
+    r"\bfact[- ]check",
     re.IGNORECASE,
 )
 #: A clause whose subject is the user or the assistant ("I said", "you wrote", "we claimed").

@@ -32,6 +32,8 @@ def test_another_persons_claim_is_reported(text: str) -> None:
         "Two corrections to my claim: the model is KX-20 and I bought it in May.",
         "The hotel emailed: check-in is from 3pm, not 2pm.",
         "We claimed 3 nights on the form, it was 4 nights.",
+        "No, the pharmacist said 5 mg, not 10 mg. You got it wrong.",  # relayed authority, the assistant is wrong
+        "My GP says the dose is 5 mg. Your table is wrong.",
     ],
 )
 def test_the_users_own_correction_or_relayed_news_is_not(text: str) -> None:
