@@ -7,7 +7,11 @@ finds such written equations, checks that the text's own numbers agree with them
 is touched: "Room 4 = 2nd floor" is no equation), evaluates them again with the new operands and rewrites each
 result's number in the result's own format (decimals, thousands separators; its currency sign and unit stay).
 A changed result is an operand of later equations of the same turn in its turn ("389 / 5 = 77.8", then
-"0.6 × 77.8"). Arithmetic that is not written out ("gives £690", unit conversions) is left as it is.
+"0.6 × 77.8"). Two more written forms are followed: a total of listed amounts ("Total: £234", "$1,646 in
+total", when the amounts before it add up to it as written) and a percentage beside its part and whole
+("£340k spent of £500k (68%)"). Arithmetic that is not written out ("gives £690", unit conversions) is left as
+it is. Expressions are evaluated only after a check that they hold nothing but digits, operators and
+parentheses.
 """
 
 from __future__ import annotations
