@@ -16,6 +16,7 @@ quantization.html); measured vectors' cosine to the torch encoder and retrieval 
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,12 +25,22 @@ from typing import Any
 import numpy as np
 
 from keproxy.memory.encoder import MeanPoolingEncoder, load_mean_pooling_encoder, read_mean_pooling_folder
-from keproxy.models.onnx_cache import cached_session, default_cache_dir, files_digest, write_atomically
+from keproxy.models.onnx_cache import (
+    cached_session,
+    default_cache_dir,
+    files_digest,
+    model_file,
+    write_atomically,
+)
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "ONNX_RUNTIMES",
     "OnnxEncoder",
     "default_cache_dir",
+    "encoder_graph_path",
+    "export_encoder_in_child",
     "export_onnx",
     "load_onnx_encoder",
     "model_digest",
@@ -153,3 +164,31 @@ def load_onnx_encoder(
         folder_out, "model", lambda target: export_onnx(folder, target), runtime, threads
     )
     return OnnxEncoder(tokenizer, session, dimension=dimension, path=path)
+
+
+def encoder_graph_path(
+    folder: Path | str, runtime: str = "onnx", cache_dir: Path | str | None = None
+) -> Path:
+    """Where :func:`load_onnx_encoder` keeps the graph of the encoder in ``folder`` for ``runtime``."""
+    home = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return model_file(home / model_digest(folder), "model", runtime)
+
+
+def export_encoder_in_child(folder: Path | str, runtime: str = "onnx") -> bool:
+    """Export the graph of the encoder in ``folder`` when the cache lacks it, in a child process; True when it had
+    to be exported. ``keproxy serve`` calls it before it listens, as it does for the taggers: exporting needs
+    torch, which a worker would otherwise import at its first embedding (a request of many seconds) and keep for
+    its lifetime. A folder that is not a mean-pooling model is left to the embedder; a failed export is logged,
+    and the encoder then exports (or falls back to torch) on first use, as before."""
+    import subprocess
+    import sys
+
+    if read_mean_pooling_folder(folder) is None or encoder_graph_path(folder, runtime).is_file():
+        return False
+    code = "import sys; from keproxy.memory.onnx_encoder import load_onnx_encoder; load_onnx_encoder(*sys.argv[1:3], threads=1)"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(folder), runtime], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        logger.warning("exporting the embedder's ONNX graph failed: %s", done.stderr.strip()[-500:])
+    return True

@@ -16,7 +16,14 @@ import pytest
 
 from keproxy.memory import Embedder
 from keproxy.memory.embeddings import DEFAULT_RUNTIME
-from keproxy.memory.onnx_encoder import OnnxEncoder, export_onnx, load_onnx_encoder, model_digest
+from keproxy.memory.onnx_encoder import (
+    OnnxEncoder,
+    encoder_graph_path,
+    export_encoder_in_child,
+    export_onnx,
+    load_onnx_encoder,
+    model_digest,
+)
 
 pytest.importorskip("onnxruntime")
 
@@ -124,3 +131,19 @@ def test_an_unwritable_cache_falls_back_to_torch(
 def test_other_folders_are_not_onnx(tmp_path: Path) -> None:
     assert load_onnx_encoder(tmp_path, "onnx", cache_dir=tmp_path / "cache") is None
     assert not (tmp_path / "cache").exists()
+
+
+def test_export_in_child_writes_the_missing_graph_once(
+    model_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KEPROXY_ONNX_CACHE", str(tmp_path))  # the child process inherits it
+    graph = encoder_graph_path(model_path)
+    assert not graph.is_file()
+    assert export_encoder_in_child(model_path) is True and graph.is_file()
+    assert export_encoder_in_child(model_path) is False  # already there: nothing to do
+    encoder = load_onnx_encoder(model_path, threads=1)  # the server's load reuses the child's graph
+    assert encoder is not None and encoder.path == graph
+
+
+def test_export_in_child_leaves_other_folders_to_the_embedder(tmp_path: Path) -> None:
+    assert export_encoder_in_child(tmp_path) is False
