@@ -32,6 +32,7 @@ from keproxy.models.onnx_cache import (
     default_cache_dir,
     files_digest,
     model_file,
+    run_export,
     write_atomically,
 )
 
@@ -237,21 +238,11 @@ def export_in_child(folders: Sequence[Path], runtime: str = "onnx") -> list[Path
     transformers and peft (~1 GiB with the merged model), which a server process would otherwise import at its
     first correction (a 20-40 s request) and keep for its lifetime. A failed export is logged; the tagger then
     exports (or falls back to torch) on first use, as before."""
-    import subprocess
-    import sys
-
     missing = [Path(f) for f in folders if not graph_path(f, runtime).is_file()]
     if missing:
         code = (
             "import sys; from keproxy.corrections.onnx_tagger import load_onnx_tagger\n"
             "for folder in sys.argv[2:]: load_onnx_tagger(folder, sys.argv[1], threads=1)"
         )
-        done = subprocess.run(
-            [sys.executable, "-c", code, runtime, *map(str, missing)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            logger.warning("exporting the taggers' ONNX graphs failed: %s", done.stderr.strip()[-500:])
+        run_export(code, [runtime, *map(str, missing)], "the taggers' ONNX graphs")
     return missing

@@ -16,7 +16,6 @@ quantization.html); measured vectors' cosine to the torch encoder and retrieval 
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,10 +29,9 @@ from keproxy.models.onnx_cache import (
     default_cache_dir,
     files_digest,
     model_file,
+    run_export,
     write_atomically,
 )
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "ONNX_RUNTIMES",
@@ -180,15 +178,8 @@ def export_encoder_in_child(folder: Path | str, runtime: str = "onnx") -> bool:
     torch, which a worker would otherwise import at its first embedding (a request of many seconds) and keep for
     its lifetime. A folder that is not a mean-pooling model is left to the embedder; a failed export is logged,
     and the encoder then exports (or falls back to torch) on first use, as before."""
-    import subprocess
-    import sys
-
     if read_mean_pooling_folder(folder) is None or encoder_graph_path(folder, runtime).is_file():
         return False
     code = "import sys; from keproxy.memory.onnx_encoder import load_onnx_encoder; load_onnx_encoder(*sys.argv[1:3], threads=1)"
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(folder), runtime], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        logger.warning("exporting the embedder's ONNX graph failed: %s", done.stderr.strip()[-500:])
+    run_export(code, [str(folder), runtime], "the embedder's ONNX graph")
     return True

@@ -14,9 +14,12 @@ Source of the int8 scheme: ONNX Runtime's dynamic quantization
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import subprocess
+import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +29,21 @@ __all__ = [
     "files_digest",
     "model_file",
     "quantize_matmuls",
+    "run_export",
     "write_atomically",
 ]
+
+
+logger = logging.getLogger(__name__)
+
+
+def run_export(code: str, args: Sequence[str], what: str) -> None:
+    """Run ``python -c code *args`` (an export into the cache) in a child process and wait for it; a failure is
+    logged with ``what`` and the end of the child's stderr, never raised (the model then exports on first use).
+    ``keproxy serve`` exports this way before it listens, so that its processes never import torch."""
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        logger.warning("exporting %s failed: %s", what, done.stderr.strip()[-500:])
 
 
 def default_cache_dir() -> Path:
