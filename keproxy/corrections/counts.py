@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import _NUMBER, Found, _stems
-from keproxy.corrections.rewrite import shape
+from keproxy.corrections.rewrite import EDGE, shape
+from keproxy.corrections.units import AFTER_A_NUMBER
 
 __all__ = [
     "counted",
@@ -32,13 +33,7 @@ __all__ = [
 
 _COUNT = re.compile(r"(\d+(?:[.,]\d+)*)\s+([^\W\d_]+)")
 #: Words that may follow a number without naming what it counts ("for 4 at 7pm", "4 or 5", "4 of us").
-_NOT_COUNTED = frozenset(
-    (
-        "a", "an", "and", "or", "to", "at", "on", "in", "of", "for", "by", "with", "from", "per", "each", "is",
-        "are", "was", "were", "am", "pm", "the", "this", "that", "than", "more", "less", "instead", "not", "but",
-        "so", "if", "then", "as", "please", "total", "times", "x",
-    )
-)  # fmt: skip
+_NOT_COUNTED = AFTER_A_NUMBER | {"a", "an", "am", "pm", "this", "that", "than", "x"}
 
 
 def _singular(word: str) -> str:
@@ -251,9 +246,6 @@ def written_like(texts: Sequence[str], turns: Sequence[int], new: str) -> list[t
     return [(t, a, b) for t, a, b, _ in hits] if len({h[3] for h in hits}) == 1 else []
 
 
-_EDGE = ".,;:!?()[]\"'“”‘’*"
-
-
 def _form(word: str) -> str:
     """A value's written form, each digit as 9 ("1982" -> "9999", "17:05" -> "99:99", "€6.20" -> "€9.99")."""
     return re.sub(r"\d", "9", word)
@@ -266,7 +258,7 @@ def one_like_it(texts: Sequence[str], turns: Sequence[int], new: str) -> list[tu
     characters spelled nearly the same (difflib ratio >= 0.75: "Brennan" for "Brannigan", "Lindquist" for
     "Lindqvist", "cache-1" for "cache-01"). Nothing when the earlier turns hold two different such values (which
     one is meant is not clear) or none."""
-    value = new.strip().strip(_EDGE)
+    value = new.strip().strip(EDGE)
     if " " in value or len(value) < 3:
         return []
     numeric = any(c.isdigit() for c in value)
@@ -275,7 +267,7 @@ def one_like_it(texts: Sequence[str], turns: Sequence[int], new: str) -> list[tu
     hits: list[tuple[int, int, int, str]] = []
     for turn in turns:
         for m in re.finditer(r"\S+", texts[turn]):
-            core = m.group().strip(_EDGE)
+            core = m.group().strip(EDGE)
             if not core or core.casefold() == value.casefold():
                 continue
             if numeric:

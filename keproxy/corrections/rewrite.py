@@ -26,6 +26,7 @@ from keproxy.corrections.tagging import stale_core
 from keproxy.corrections.units import RANGE, money_otherwise, other_dimension, same_unit
 
 __all__ = [
+    "EDGE",
     "aligned_run",
     "choose_correction",
     "differing_words",
@@ -301,7 +302,8 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
     return aligned if aligned and aligned != span else None
 
 
-_EDGE = ".,;:!?()[]*\"'“”‘’"
+#: Punctuation around a word that is not part of it ("(Friday," -> "Friday").
+EDGE = ".,;:!?()[]*\"'“”‘’"
 
 
 def keep_brackets(span: str, after: str) -> str:
@@ -333,7 +335,7 @@ def aligned_run(text: str, start: int, end: int, new: str) -> tuple[int, int, st
     line_end = len(text) if line_end < 0 else line_end
     tokens = []
     for m in _WORD.finditer(text, line_start, line_end):
-        core = m.group().strip(_EDGE)
+        core = m.group().strip(EDGE)
         if core:
             at = m.start() + m.group().index(core)
             tokens.append(
@@ -347,7 +349,7 @@ def aligned_run(text: str, start: int, end: int, new: str) -> tuple[int, int, st
     inside = [i for i, (a, b, *_) in enumerate(tokens) if a < end and start < b]
     if not inside:
         return None
-    cores = [w.strip(_EDGE) for w in words]
+    cores = [w.strip(EDGE) for w in words]
     plain = ("name", "word")
     for w in range(max(0, inside[-1] - len(words) + 1), min(inside[0], len(tokens) - len(words)) + 1):
         run = tokens[w : w + len(words)]
@@ -388,8 +390,8 @@ def differing_words(
     that rewords the clause replaces it whole: its own words may restate the ones around) or no leading or trailing words stay (the whole clause is replaced)."""
     old_words = [(m.start(), m.end()) for m in _WORD.finditer(text, start, end)]
     new_words = [(m.start(), m.end()) for m in _WORD.finditer(new)]
-    a = [text[x:y].strip(_EDGE).casefold() for x, y in old_words]
-    b = [new[x:y].strip(_EDGE).casefold() for x, y in new_words]
+    a = [text[x:y].strip(EDGE).casefold() for x, y in old_words]
+    b = [new[x:y].strip(EDGE).casefold() for x, y in new_words]
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     blocks = [m for m in matcher.get_matching_blocks() if m.size]
     if not b or sum(m.size for m in blocks) * 4 < len(b) * 3:
@@ -400,8 +402,8 @@ def differing_words(
     if lo == 0 and hi == len(a):
         return None
     x, y = old_words[lo][0], old_words[hi - 1][1]
-    if text[x:y].rstrip(_EDGE) != text[x:y] and new[len(new.rstrip(_EDGE)) :] == "":
-        y = x + len(text[x:y].rstrip(_EDGE))  # the clause keeps its own punctuation after the last word
+    if text[x:y].rstrip(EDGE) != text[x:y] and new[len(new.rstrip(EDGE)) :] == "":
+        y = x + len(text[x:y].rstrip(EDGE))  # the clause keeps its own punctuation after the last word
     after = new
     if not text[y:end].startswith((".", "!", "?")) and y < end:
         after = after.rstrip(".!?")  # the sentence goes on
@@ -417,13 +419,13 @@ def word_changes(before: str, after: str) -> list[tuple[str, str]]:
     words (a reworded clause: its words do not line up)."""
     old_words = [m.group() for m in _WORD.finditer(before)]
     new_words = [m.group() for m in _WORD.finditer(after)]
-    a = [w.strip(_EDGE).casefold() for w in old_words]
-    b = [w.strip(_EDGE).casefold() for w in new_words]
+    a = [w.strip(EDGE).casefold() for w in old_words]
+    b = [w.strip(EDGE).casefold() for w in new_words]
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     if not b or sum(m.size for m in matcher.get_matching_blocks()) * 4 < len(b) * 3:
         return []
     return [
-        (old_words[i1].strip(_EDGE), new_words[j1].strip(_EDGE))
+        (old_words[i1].strip(EDGE), new_words[j1].strip(EDGE))
         for op, i1, i2, j1, j2 in matcher.get_opcodes()
         if op == "replace" and i2 - i1 == 1 and j2 - j1 == 1
     ]

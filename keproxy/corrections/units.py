@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "AFTER_A_NUMBER",
     "RANGE",
     "measured_otherwise",
     "money_otherwise",
@@ -58,12 +59,13 @@ _DIMENSIONS = {
              "gig", "gigs", "gigabyte", "gigabytes", "megabyte", "megabytes", "terabyte", "terabytes"},
     "energy": {"w", "kw", "kwh", "wh", "v", "mah", "ah", "kcal", "cal", "watt", "watts", "volt", "volts"},
 }  # fmt: skip
-#: Words that may follow a new value's number without naming what it counts ("4 more", "4 instead").
-_NOT_A_NOUN = frozenset(
+#: Words that may follow a number without naming what it counts ("4 or 5", "4 of us", "4 more", "4 instead"):
+#: the shared core of the counted-noun rules (:mod:`keproxy.corrections.counts`) and the checks below.
+AFTER_A_NUMBER = frozenset(
     {"and", "or", "to", "at", "on", "in", "of", "for", "by", "with", "from", "per", "each", "is", "are", "was",
-     "were", "the", "more", "less", "instead", "not", "but", "so", "if", "then", "as", "please", "total", "times",
-     "extra", "only", "now"}
+     "were", "the", "more", "less", "instead", "not", "but", "so", "if", "then", "as", "please", "total", "times"}
 )  # fmt: skip
+_NOT_A_NOUN = AFTER_A_NUMBER | {"extra", "only", "now"}
 
 
 def _dimension(word: str) -> str | None:
