@@ -62,11 +62,12 @@ class Equation:
     sides: tuple[tuple[Number | str, ...], ...]
 
 
-def _number(m: re.Match[str]) -> Number:
+def _number(m: re.Match[str], percent: bool) -> Number:
+    """The :class:`Number` of ``m``'s group "num" (a match of :data:`_TOKEN` or :data:`_AMOUNT`)."""
     text = m.group("num")
     decimals = len(text.split(".")[1]) if "." in text else 0
-    return Number(m.start("num"), m.end("num"), float(text.replace(",", "")), bool(m.group("pct")), decimals,
-                  "," in text, decimals > 0 and text.endswith("0"))  # fmt: skip
+    return Number(m.start("num"), m.end("num"), float(text.replace(",", "")), percent, decimals, "," in text,
+                  decimals > 0 and text.endswith("0"))  # fmt: skip
 
 
 _ASIDE = re.compile(r"\([^()]*[^\W\d_][^()]*\)")
@@ -101,7 +102,7 @@ def equations(text: str) -> list[Equation]:
         if kind in ("space", "cur", "unit"):
             continue
         if kind == "num":
-            side.append(_number(m))
+            side.append(_number(m, bool(m.group("pct"))))
         elif kind == "eq":
             if not side:
                 sides, side = [], []
@@ -230,10 +231,7 @@ class Amount:
 def _amounts(text: str) -> list[Amount]:
     out = []
     for m in _AMOUNT.finditer(text):
-        num = m.group("num")
-        decimals = len(num.split(".")[1]) if "." in num else 0
-        number = Number(m.start("num"), m.end("num"), float(num.replace(",", "")), m.group("suf") == "%",
-                        decimals, "," in num, decimals > 0 and num.endswith("0"))  # fmt: skip
+        number = _number(m, m.group("suf") == "%")
         opened = text.rfind("(", 0, m.start())
         inside = opened > max(text.rfind(")", 0, m.start()), text.rfind("\n", 0, m.start()))
         out.append(
@@ -242,10 +240,16 @@ def _amounts(text: str) -> list[Amount]:
     return out
 
 
+def _sentence(text: str, number: Number) -> tuple[int, int]:
+    """(start, end) of the line or sentence of ``text`` that holds ``number``."""
+    start = max(text.rfind("\n", 0, number.start), text.rfind(". ", 0, number.start)) + 1
+    ends = (text.find("\n", number.end), text.find(". ", number.end))
+    return start, min((i for i in ends if i >= 0), default=len(text))
+
+
 def _is_total(text: str, number: Number) -> bool:
     """Whether the text calls ``number`` a total ("Total: £234", "$1,646 in total")."""
-    line_start = max(text.rfind("\n", 0, number.start), text.rfind(". ", 0, number.start)) + 1
-    before = text[max(line_start, number.start - 40) : number.start]
+    before = text[max(_sentence(text, number)[0], number.start - 40) : number.start]
     return bool(_TOTAL_BEFORE.search(before) or _TOTAL_AFTER.match(text, number.end))
 
 
@@ -290,6 +294,7 @@ class _Derivation:
         self.operands = {n.start for q in self.chains for n in _numbers(q.sides[0]) if len(q.sides[0]) > 1}
         self.in_chains = {n.start: n for q in self.chains for side in q.sides for n in _numbers(side)}
         self.numbers = {**{a.number.start: a.number for a in self.amounts}, **self.in_chains}
+        self.grouped = bool(re.search(r"\d,\d{3}(?!\d)", text))  # the turn writes thousands separators
         self.values: dict[int, float] = {}
         self.source: dict[int, int] = {}
         self.changed: dict[int, float] = {}
@@ -317,8 +322,7 @@ class _Derivation:
         out = []
         for start, value in self.changed.items():
             number = self.numbers[start]
-            grouping = number.grouped or bool(re.search(r"\d,\d{3}(?!\d)", self.text))
-            written = _format(value, replace(number, grouped=grouping))
+            written = _format(value, replace(number, grouped=number.grouped or self.grouped))
             was = self.text[number.start : number.end]
             if written is None or written == was:
                 continue
@@ -376,18 +380,13 @@ class _Derivation:
         numbers only when written "x of y" or "x/y": "3 days ... 15 October" is no 20%)."""
         if share.number.start in self.values:
             return
-        start = (
-            max(self.text.rfind("\n", 0, share.number.start), self.text.rfind(". ", 0, share.number.start))
-            + 1
-        )
-        stop = min(i for i in (self.text.find("\n", share.number.end), self.text.find(". ", share.number.end),
-                               len(self.text)) if i >= 0)  # fmt: skip
-        near = [a.number for a in self.amounts if a.kind[1] != "%" and start <= a.number.start < stop]
-        kinds = {a.number.start: a.kind for a in self.amounts}
+        start, stop = _sentence(self.text, share.number)
+        near = [a for a in self.amounts if a.kind[1] != "%" and start <= a.number.start < stop]
         pairs = [
-            (x, y) for x in near for y in near
-            if x.value < y.value and kinds[x.start] == kinds[y.start] and _agrees(100 * x.value / y.value, share.number)
-            and (kinds[x.start] != ("", "") or _PART_OF.fullmatch(self.text, x.end, y.start) is not None)
+            (x.number, y.number) for x in near for y in near
+            if x.number.value < y.number.value and x.kind == y.kind
+            and _agrees(100 * x.number.value / y.number.value, share.number)
+            and (x.kind != ("", "") or _PART_OF.fullmatch(self.text, x.number.end, y.number.start) is not None)
         ]  # fmt: skip
         if len(pairs) != 1:
             return
