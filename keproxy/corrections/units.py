@@ -80,6 +80,13 @@ def _unit_after(text: str) -> str:
     return m.group(1) if m else ""
 
 
+def _unit_of_value(new: str) -> str | None:
+    """The unit written after the one number (or range) of a new value ("" for none); None when the new value
+    holds no number or several (a clause: its numbers are for the aligned rewrite)."""
+    numbers = list(RANGE.finditer(new))
+    return _unit_after(new[numbers[0].end() :]) if len(numbers) == 1 else None
+
+
 def other_dimension(span: str, after: str, new: str) -> bool:
     """Whether a number span (``after``: the text after it) and the new value are measured in different
     dimensions: both written with a unit of measure, of different kinds ("190 °C" and "40 min"), or the span
@@ -88,10 +95,9 @@ def other_dimension(span: str, after: str, new: str) -> bool:
     unit = _unit_after(after)
     if span.endswith("%"):
         span, unit = span[:-1], "%"
-    m = RANGE.search(new)
-    if not RANGE.fullmatch(span) or m is None or len(RANGE.findall(new)) != 1:
-        return False  # a new value with several numbers is a clause: its numbers are for the aligned rewrite
-    word = _unit_after(new[m.end() :])
+    word = _unit_of_value(new)
+    if not RANGE.fullmatch(span) or word is None:
+        return False
     mine, theirs = _dimension(unit), _dimension(word)
     if mine is not None and theirs is None and len(word) >= 3 and word.isalpha():
         return word.casefold() not in _NOT_A_NOUN  # "8GB" is no count of "4 vCPU"
@@ -109,11 +115,10 @@ def over_other_unit(text: str, start: int, end: int, new: str) -> int:
     """The end of a number span widened over its unit when the new value states the same dimension in another
     unit ("2 hours" under "90 minutes", so that the rewrite is "90 minutes", not "90 minutes hours"); ``end``
     otherwise."""
-    m = RANGE.search(new)
-    if not RANGE.fullmatch(text[start:end]) or m is None or len(RANGE.findall(new)) != 1:
+    theirs = _unit_of_value(new)
+    if not RANGE.fullmatch(text[start:end]) or theirs is None:
         return end
     unit = re.match(r"\s?([^\W\d_]+|°[CF])\b", text[end:])
-    theirs = _unit_after(new[m.end() :])
     if unit is None or not theirs or same_unit(unit.group(1), theirs):
         return end
     mine = _dimension(unit.group(1))
