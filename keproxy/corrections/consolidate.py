@@ -352,8 +352,9 @@ def copies(
     min_score: float,
 ) -> Iterator[tuple[int, int, int]]:
     """(turn, start, end) of each whole-word occurrence of ``value`` (ignoring case; an amount with its zero
-    cents, "€7.00" for "€7") in ``turns`` that states the same fact: every one for a :func:`distinctive` value (found inside joined tokens too, :func:`standalone`),
-    else those whose sentence ``sentence_score(turn, offset)`` scores at least ``min_score``."""
+    cents, "€7.00" for "€7") in ``turns`` that states the same fact: every one for a :func:`distinctive` value
+    (found inside joined tokens too, :func:`standalone`), else those whose sentence ``sentence_score(turn,
+    offset)`` scores at least ``min_score``."""
     wide = distinctive(value)
     needle = value.casefold()
     for turn in turns:

@@ -24,6 +24,7 @@ __all__ = [
     "counted",
     "labelled",
     "last_mentioned",
+    "number_word_copies",
     "one_like_it",
     "terse",
     "with_counted_noun",
@@ -209,11 +210,11 @@ def _same_word(a: str, b: str) -> bool:
 
 def written_like(texts: Sequence[str], turns: Sequence[int], new: str) -> list[tuple[int, int, int]]:
     """For a new value of 2-4 words that names what it is ("coach D", "pitch 6", "Friday 16 May", "2 garlic
-        cloves"), the runs of the earlier ``turns`` written the same but for one value of the same kind ("coach C",
-        "pitch 4", "Friday 9 May", "1 garlic clove"): (turn, start, end) of each run's differing word (through a shared
-    word written in the other number, "1 garlic clove"). The words the
-        run shares must include one of 3+ letters that is not a function word; a plain lowercase word never
-        differs. Nothing when the runs differ in different values (which one is meant is not clear)."""
+    cloves"), the runs of the earlier ``turns`` written the same but for one value of the same kind ("coach C",
+    "pitch 4", "Friday 9 May", "1 garlic clove"): (turn, start, end) of each run's differing word (through a shared
+    word written in the other number, "1 garlic clove"). The words the run shares must include one of 3+ letters
+    that is not a function word; a plain lowercase word never differs. Nothing when the runs differ in different
+    values (which one is meant is not clear)."""
     words = [w.strip(".,;:!?") for w in new.split()]
     if not 2 <= len(words) <= 4 or not all(words):
         return []
@@ -284,27 +285,9 @@ def one_like_it(texts: Sequence[str], turns: Sequence[int], new: str) -> list[tu
 
 
 _UNITS = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-]
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+]  # fmt: skip
 _TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 
 

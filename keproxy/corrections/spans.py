@@ -112,37 +112,9 @@ def quoted_old_values(
 
 
 _ABBREVIATIONS = frozenset(
-    [
-        "dr",
-        "mr",
-        "mrs",
-        "ms",
-        "st",
-        "mt",
-        "ft",
-        "no",
-        "nr",
-        "jr",
-        "sr",
-        "vs",
-        "etc",
-        "inc",
-        "ltd",
-        "co",
-        "corp",
-        "approx",
-        "dept",
-        "est",
-        "fig",
-        "vol",
-        "ca",
-        "cf",
-        "e.g",
-        "i.e",
-        "a.m",
-        "p.m",
-    ]
-)
+    ["dr", "mr", "mrs", "ms", "st", "mt", "ft", "no", "nr", "jr", "sr", "vs", "etc", "inc", "ltd", "co", "corp",
+     "approx", "dept", "est", "fig", "vol", "ca", "cf", "e.g", "i.e", "a.m", "p.m"]
+)  # fmt: skip
 _SENTENCE_END = re.compile(r"[.!?](?=\s+\S)|\n")
 
 

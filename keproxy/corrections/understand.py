@@ -347,9 +347,8 @@ class CorrectionUnderstanding:
         if not found and len(pairs) == 1 and pairs[0][0] is None and terse(texts[turn], pairs[0][1]):
             # "Make it 7.": nothing flagged, the turn names nothing else: the value of its kind mentioned last
             found = last_mentioned(texts, turns, lambda text: typed_candidates(text, pairs[0][1]))
-        for k, (old, new) in enumerate(
-            pairs
-        ):  # "she's in coach D": nothing flagged, "coach C" written like it
+        for k, (old, new) in enumerate(pairs):
+            # "she's in coach D": nothing flagged, "coach C" is written like it
             if not old and not any(f.correction == k for f in found):
                 spans = written_like(texts, turns, new) or one_like_it(texts, turns, new)
                 found += [Found(t, a, b, k, 0.5) for t, a, b in spans]
