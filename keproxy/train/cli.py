@@ -175,9 +175,10 @@ def corrections(
 ) -> None:
     """Train the correction taggers (LoRA + head on all-MiniLM-L6-v2) on the corpus's train split.
 
-    Deterministic (fixed steps, seeds, threads) with the shipped taggers' configurations; the shipped adapters
-    are this command's CPU build (about 95 min for both on 2 cores). Prints each tagger's dev-split scores (the
-    corpus's dev chats, never trained on).
+    Deterministic (fixed steps, seeds, threads) with the shipped taggers' configurations. The shipped adapters
+    were trained with these configurations on a lent GPU (bench/gpu_tagger_sweep.py); a CPU build (about 90 min
+    on 2 cores) gives weights of its own device. Prints each tagger's dev-split scores (the corpus's dev
+    chats, never trained on).
     """
     from keproxy.train.corrections import TAGGERS, train_tagger
 
