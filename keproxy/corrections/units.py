@@ -87,6 +87,12 @@ def _unit_of_value(new: str) -> str | None:
     return _unit_after(new[numbers[0].end() :]) if len(numbers) == 1 else None
 
 
+def _names_a_count(word: str) -> bool:
+    """Whether the word after a number (no unit of measure) names what the number counts ("cycles", "vCPU",
+    "lumens"), not a word that may follow any number ("more", "each")."""
+    return len(word) >= 3 and word.isalpha() and word.casefold() not in _NOT_A_NOUN
+
+
 def other_dimension(span: str, after: str, new: str) -> bool:
     """Whether a number span (``after``: the text after it) and the new value are measured in different
     dimensions: both written with a unit of measure, of different kinds ("190 °C" and "40 min"), or the span
@@ -99,8 +105,8 @@ def other_dimension(span: str, after: str, new: str) -> bool:
     if not RANGE.fullmatch(span) or word is None:
         return False
     mine, theirs = _dimension(unit), _dimension(word)
-    if mine is not None and theirs is None and len(word) >= 3 and word.isalpha():
-        return word.casefold() not in _NOT_A_NOUN  # "8GB" is no count of "4 vCPU"
+    if mine is not None and theirs is None:
+        return _names_a_count(word)  # "8GB" is no count of "4 vCPU"
     return mine is not None and theirs is not None and mine != theirs
 
 
@@ -134,5 +140,4 @@ def money_otherwise(before: str, new: str) -> bool:
     m = RANGE.search(new)
     if not before.endswith(tuple(_CURRENCY)) or m is None or any(c in new for c in _CURRENCY):
         return False
-    word = _unit_after(new[m.end() :])
-    return len(word) >= 3 and word.isalpha() and word.casefold() not in _NOT_A_NOUN
+    return _names_a_count(_unit_after(new[m.end() :]))
