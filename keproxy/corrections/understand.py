@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from keproxy.corrections.arithmetic import derived_edits
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.consolidate import (
@@ -57,6 +56,7 @@ from keproxy.corrections.counts import (
     with_counted_noun,
     written_like,
 )
+from keproxy.corrections.derived import derived_edits
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.gate import CorrectionGate

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from keproxy.corrections.arithmetic import derived_edits, equations
+from keproxy.corrections.arithmetic import equations
 from keproxy.corrections.base import SpanEdit, apply_spans
+from keproxy.corrections.derived import derived_edits
 
 
 def edit(text: str, before: str, after: str, nth: int = 0) -> SpanEdit:
@@ -31,7 +32,7 @@ def corrected(text: str, *edits: SpanEdit) -> str:
         (
             "Tip: 15% of $240 = $36, so leave $36.",
             "15", "20",
-            "Tip: 20% of $240 = $48, so leave $36.",
+            "Tip: 20% of $240 = $48, so leave $48.",
         ),
         (
             "Mean: (4 + 7 + 10) / 3 = 21 / 3 = 7. Weighted: 0.5 × 7 + 2 = 5.5.",
@@ -108,3 +109,81 @@ def test_the_derived_edit_belongs_to_the_correction_of_its_operand() -> None:
     second = SpanEdit(0, 12, 13, "2", "3", correction=0)
     out = derived_edits([text], [first, second])
     assert [(e.before, e.after, e.correction) for e in out] == [("15", "18", 1), ("4", "5", 0)]
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after", "expected"),
+    [
+        (  # a product presented as a result, the operand on another line of the paragraph
+            "- Attendees: 30\n- Catering: £18 per person (£540 total)",
+            "30", "35",
+            "- Attendees: 35\n- Catering: £18 per person (£630 total)",
+        ),
+        (  # a conversion at a written rate
+            "At about 0.85 GBP per euro, €600 is roughly £510 for the week.",
+            "600", "700",
+            "At about 0.85 GBP per euro, €700 is roughly £595 for the week.",
+        ),
+        (  # a difference of two amounts of one kind
+            "Gross salary: $52,000\nDeductions: $11,400\nTake-home: about $40,600",
+            "11,400", "12,100",
+            "Gross salary: $52,000\nDeductions: $12,100\nTake-home: about $39,900",
+        ),
+        (  # a share of an amount at a written percentage
+            "A 12% deposit on $25,000 is $3,000, due at signing.",
+            "25,000", "30,000",
+            "A 12% deposit on $30,000 is $3,600, due at signing.",
+        ),
+        (  # a quotient per head
+            "€1,200 shared by 8 friends comes to €150 each.",
+            "1,200", "1,440",
+            "€1,440 shared by 8 friends comes to €180 each.",
+        ),
+        (  # bare numbers multiply within one sentence
+            "The fence is 24 m long with 3 posts per metre, so 72 posts.",
+            "24", "30",
+            "The fence is 30 m long with 3 posts per metre, so 90 posts.",
+        ),
+        (  # a table row's last cell from the row's own cells
+            "| Item | Qty | Unit | Line |\n|---|---|---|---|\n| Chairs | 40 | £12.50 | £500.00 |",
+            "40", "46",
+            "| Item | Qty | Unit | Line |\n|---|---|---|---|\n| Chairs | 46 | £12.50 | £575.00 |",
+        ),
+        (  # a running calculation goes on from its result
+            "Order: 6 × $4.50 = $27.00 + $3.00 shipping = $30.00",
+            "6", "8",
+            "Order: 8 × $4.50 = $36.00 + $3.00 shipping = $39.00",
+        ),
+    ],
+)  # fmt: skip
+def test_prose_results_follow_the_corrected_operand(
+    text: str, before: str, after: str, expected: str
+) -> None:
+    assert corrected(text, edit(text, before, after)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # listed quantities that happen to add up are no result: nothing presents the third as one
+        ("Bring 2 tents, 3 stoves, 5 lanterns and 4 tarps.", "2", "3"),
+        # a number after its would-be operands, but nothing says it is computed
+        ("Tickets £20, parking £10, dinner £30.", "20", "25"),
+        # bare numbers of different sentences do not multiply
+        ("We have 4 rooms. Each sleeps 3. The hostel has 12 beds.", "4", "5"),
+        # a name's number is no quantity ("Gate 3" times the fare)
+        ("From Gate 3 the shuttle costs €4.50; a return is €9.00 in total.", "3", "4"),
+        # a result written before its operand is not recomputed from it
+        ("£90 in total: £60 for the room and £30 for dinner.", "60", "70"),
+        # the new value is in another unit: its number is no new operand
+        ("Use 1 kg of flour; at £1.40 per kg that is £1.40.", "1 kg", "750 g"),
+    ],
+)
+def test_prose_that_presents_no_result_is_left_alone(text: str, before: str, after: str) -> None:
+    assert derived_edits([text], [edit(text, before, after)]) == []
+
+
+def test_a_year_a_time_and_a_date_are_no_operands() -> None:
+    text = "In 2019 the fee was £40; from 14:30 on 3 May it is 2 × £40 = £80."
+    out = derived_edits([text], [edit(text, "£40", "£45", nth=1)])
+    assert [(e.before, e.after) for e in out] == [("80", "90")]
