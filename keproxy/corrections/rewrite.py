@@ -22,6 +22,7 @@ import difflib
 import re
 from collections.abc import Sequence
 
+from keproxy.corrections.formats import grouped_like, in_written_format
 from keproxy.corrections.tagging import stale_core
 from keproxy.corrections.units import RANGE, money_otherwise, other_dimension, same_unit
 
@@ -282,6 +283,9 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
     if in_order is not None:
         return in_order if in_order != span else None
     if len(new.split()) <= _SHORT:
+        formatted = in_written_format(sentence, start, end, new)
+        if formatted is not None:
+            return formatted if formatted != span else None
         joined = _same_unit_joined(span, new)
         if joined is not None:
             return joined if joined != span else None
@@ -289,7 +293,7 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         fitted = _strip_glued(fitted, sentence[:start], sentence[end:])
         fitted = _number_before_own_unit(span, fitted, sentence[end:], sentence[:start])
         fitted = fitted.rstrip(".!?") if not span.endswith((".", "!", "?")) else fitted
-        fitted = _keep_zero_cents(span, _carry_unit(span, fitted))
+        fitted = grouped_like(span, _keep_zero_cents(span, _carry_unit(span, fitted)))
         if (
             fitted
             and span[:1].isupper()

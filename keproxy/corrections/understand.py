@@ -59,6 +59,7 @@ from keproxy.corrections.counts import (
 from keproxy.corrections.derived import derived_edits
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
+from keproxy.corrections.formats import written_run
 from keproxy.corrections.gate import CorrectionGate
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
@@ -362,8 +363,9 @@ class CorrectionUnderstanding:
             end = over_other_unit(
                 texts[f.turn], start, with_counted_noun(texts[f.turn], start, end, new), new
             )
-            # a named old value of several words says itself which words differ (replacement's stale core)
-            run = (
+            # a time or date in the text's own format; a named old value of several words says itself which
+            # words differ (replacement's stale core)
+            run = written_run(texts[f.turn], start, end, unquoted(new)) or (
                 None
                 if old and len(old.split()) > 1
                 else aligned_run(texts[f.turn], start, end, unquoted(new))

@@ -52,6 +52,22 @@ PROBES = [
         ["Set a reminder to call mum on Sunday at 6pm.", "Reminder set: call mum, Sunday 6pm.", "Make it 7."],
         ["Set a reminder to call mum on Sunday at 7pm.", "Reminder set: call mum, Sunday 7pm."],
     ),
+    (  # a day of the month in the text's date format; the weekday written beside it moves with it
+        ["When is the plumber coming?", "The plumber is booked for Tuesday 17 June between 10:00 and 12:00.",
+         "Sorry, it's the 25th, not the 17th."],
+        ["When is the plumber coming?", "The plumber is booked for Wednesday 25 June between 10:00 and 12:00."],
+    ),
+    (  # a 24-hour time into a text that writes 12-hour times (was "20:30pm"); the reminder's time stays
+        ["Book a table for 4 at Luca's on Friday at 9pm.",
+         "Done: a table for 4 at Luca's, Friday at 9pm. I'll send a reminder at 8pm.", "Make that 20:30, not 9pm."],
+        ["Book a table for 4 at Luca's on Friday at 8:30pm.",
+         "Done: a table for 4 at Luca's, Friday at 8:30pm. I'll send a reminder at 8pm."],
+    ),
+    (  # a derived total in prose follows the corrected amount, written with the text's separators
+        ["Rent is $1,240 a month, plus $95 for parking.", "So $1,240 rent plus $95 parking comes to $1,335 a month.",
+         "Actually rent is 1195."],
+        ["Rent is $1,195 a month, plus $95 for parking.", "So $1,195 rent plus $95 parking comes to $1,290 a month."],
+    ),
 ]  # fmt: skip
 
 

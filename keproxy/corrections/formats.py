@@ -1,0 +1,276 @@
+"""A corrected time, date or amount written the way the stale span writes its kind.
+
+The new value comes from the user's turn, in the user's format; the stale span is in the earlier turn's format,
+which the rest of that turn keeps. :func:`in_span_format` renders the new value as the span writes it:
+
+- clock times: "9pm" under "20:00" -> "8pm"; "21:00" under "8pm" -> "20:00"; "9.30am" under "10:15" ->
+  "10.15am" (12- or 24-hour, separator, minutes shown, leading zero, how "pm" is written);
+- calendar dates: "6 August" under "the 8th" -> "8 August"; "August 6th" under "9 Aug" -> "August 9th";
+  "Tuesday 17 June" under "the 24th" -> "Tuesday 24 June" (a weekday the user did not name moves with the
+  day, counted in a common year); "the 3rd" under "5 March" -> "the 5th" (day order, ordinal suffix, month
+  written long or short, "the");
+- amounts: "$1,240" under "1195" -> "$1,195" (thousands separators), applied by :func:`grouped_like`.
+
+Only a span holding one time (or one date) and a new value that is one time (or one date) and filler words
+("at", "on", "instead") are rendered; anything else returns None and the caller fits the new value as it is.
+Times without "am"/"pm" that could be either half of the day ("7:30") are left to the caller.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+
+__all__ = ["grouped_like", "in_span_format", "in_written_format", "written_run"]
+
+_CLOCK = re.compile(
+    r"(?<![\d:.,])(?P<h>\d{1,2})(?:(?P<sep>[:.])(?P<m>\d{2}))?(?P<sp>\s?)(?P<ap>[ap]\.?m\.?)(?![^\W\d_])"
+    r"|(?<![\d:.,])(?P<hh>\d{1,2}):(?P<mm>\d{2})(?![\d:])",
+    re.IGNORECASE,
+)
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")  # fmt: skip
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_MONTH = "(?:" + "|".join(_MONTHS) + r"|(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?)"
+_WEEKDAY = "(?:" + "|".join(_WEEKDAYS) + r"|(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?)"
+_DATE = re.compile(
+    rf"(?:(?P<wd>{_WEEKDAY}),?\s+)?"
+    rf"(?:(?P<the1>the\s+)?(?P<d1>\d{{1,2}})(?P<o1>st|nd|rd|th)?(?:\s+of)?\s+(?P<m1>{_MONTH})(?![^\W\d_])"
+    rf"|(?P<m2>{_MONTH})\s+(?P<the2>the\s+)?(?P<d2>\d{{1,2}})(?P<o2>st|nd|rd|th)?(?![\w])"
+    r"|(?P<the3>the\s+)?(?P<d3>\d{1,2})(?P<o3>st|nd|rd|th)(?![\w]))",
+    re.IGNORECASE,
+)
+#: Words a new value may hold beside its one time or date ("at 8pm", "on the 8th instead").
+_FILLER = {"at", "on", "around", "about", "by", "from", "then", "instead", "now", "actually", "it's", "its",
+           "is", "o'clock", "sharp", "approx", "approximately", "roughly"}  # fmt: skip
+_REFERENCE_YEAR = 2023  # a common year: weekdays are counted in it
+
+
+@dataclass(frozen=True)
+class _Clock:
+    minutes: int  # since midnight
+    twelve: bool  # written with am / pm
+    sep: str
+    shows_minutes: bool
+    padded: bool
+    space: str
+    marker: str  # "pm", "PM", "p.m." as written (its am form derived from it)
+
+
+def _clock(m: re.Match[str]) -> _Clock | None:
+    if m.group("ap"):
+        hour = int(m.group("h"))
+        if not 1 <= hour <= 12:
+            return None
+        minute = int(m.group("m") or 0)
+        pm = m.group("ap").lower().startswith("p")
+        return _Clock((hour % 12 + (12 if pm else 0)) * 60 + minute, True, m.group("sep") or ":",
+                      m.group("m") is not None, m.group("h").startswith("0"), m.group("sp"), m.group("ap"))  # fmt: skip
+    hour, minute = int(m.group("hh")), int(m.group("mm"))
+    if hour > 23 or minute > 59:
+        return None
+    return _Clock(hour * 60 + minute, False, ":", True, len(m.group("hh")) == 2, "", "")
+
+
+def _one(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    found = list(pattern.finditer(text))
+    return found[0] if len(found) == 1 else None
+
+
+def _only_filler(text: str, m: re.Match[str]) -> bool:
+    rest = (text[: m.start()] + " " + text[m.end() :]).replace(",", " ").replace(".", " ")
+    return all(word.casefold() in _FILLER for word in rest.split())
+
+
+def _write_clock(minutes: int, like: _Clock) -> str:
+    hour, minute = divmod(minutes, 60)
+    if not like.twelve:
+        return f"{hour:02d}:{minute:02d}" if like.padded else f"{hour}:{minute:02d}"
+    h12 = hour % 12 or 12
+    marker = like.marker
+    if hour < 12:
+        marker = marker.replace("p", "a").replace("P", "A")
+    else:
+        marker = marker.replace("a", "p").replace("A", "P")
+    digits = f"{h12:02d}" if like.padded else str(h12)
+    if minute or like.shows_minutes:
+        digits += f"{like.sep}{minute:02d}"
+    return digits + like.space + marker
+
+
+def _time_in_span_format(span: str, new: str) -> str | None:
+    s, n = _one(_CLOCK, span), _one(_CLOCK, new)
+    if s is None or n is None or not _only_filler(new, n):
+        return None
+    have, want = _clock(s), _clock(n)
+    if have is None or want is None:
+        return None
+    if not want.twelve and want.minutes < 13 * 60 and not want.padded:
+        return None  # "7:30": morning or evening; the caller carries the span's "pm"
+    return span[: s.start()] + _write_clock(want.minutes, have) + span[s.end() :]
+
+
+@dataclass(frozen=True)
+class _Date:
+    day: int
+    month: int | None  # 1-12; None for "the 8th"
+    weekday: int | None  # 0 = Monday
+    m: re.Match[str]
+
+    @property
+    def group(self) -> str:
+        """Which alternative of :data:`_DATE` matched: "1" day-month, "2" month-day, "3" "the 8th"."""
+        return next(k for k in "123" if self.m.group("d" + k) is not None)
+
+
+def _month(word: str) -> int:
+    return next(i for i, name in enumerate(_MONTHS, 1) if name.startswith(word.rstrip(".").casefold()[:3]))
+
+
+def _date(m: re.Match[str]) -> _Date | None:
+    k = next(k for k in "123" if m.group("d" + k) is not None)
+    day = int(m.group("d" + k))
+    month = _month(m.group("m" + k)) if k != "3" else None
+    wd = m.group("wd")
+    weekday = (
+        next(i for i, name in enumerate(_WEEKDAYS) if name.startswith(wd.rstrip(".").casefold()[:3]))
+        if wd
+        else None
+    )
+    if not 1 <= day <= 31 or (k == "3" and not (m.group("the3") or wd)):
+        return None  # "5th" alone is no date ("the 5th floor"); "the 5th", "Thursday 5th" are
+    return _Date(day, month, weekday, m)
+
+
+def _ordinal(day: int) -> str:
+    return "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+
+
+def _like_case(word: str, like: str) -> str:
+    if like.isupper() and len(like) > 1:
+        return word.upper()
+    return word.capitalize() if like[:1].isupper() else word.lower()
+
+
+def _write_name(name: str, like: str) -> str:
+    """``name`` (a month or weekday) written as long, and in the case, as ``like``."""
+    core = like.rstrip(".")
+    short = (len(core) < len(name) and name.startswith(core.casefold())) or (
+        len(core) <= 4 and len(core) < len(name)
+    )
+    written = name[: len(core)] if short else name
+    return _like_case(written, core) + ("." if like.endswith(".") and short else "")
+
+
+def _date_in_span_format(span: str, new: str) -> str | None:
+    s = _one(_DATE, span)
+    if s is None:
+        return None
+    if re.fullmatch(r"\s*\d{1,2}(?:st|nd|rd|th)\s*", new):
+        new = "the " + new.strip()  # beside a date of the span's, a bare ordinal is its day
+    n = _one(_DATE, new)
+    if n is None or not _only_filler(new, n):
+        return None
+    have, want = _date(s), _date(n)
+    if have is None or want is None or (have.month is None and want.month is not None):
+        return None
+    month = want.month or have.month
+    k = have.group
+    parts: list[str] = []
+    if have.weekday is not None:
+        weekday = want.weekday
+        if weekday is None and month is not None and have.month is not None:
+            try:
+                shift = (datetime.date(_REFERENCE_YEAR, month, want.day)
+                         - datetime.date(_REFERENCE_YEAR, have.month, have.day)).days  # fmt: skip
+            except ValueError:
+                return None
+            weekday = (have.weekday + shift) % 7
+        if weekday is None:
+            return None
+        between = span[s.start("wd") + len(s.group("wd")) : s.start("the" + k) if s.group("the" + k) else
+                       s.start("d" + k) if k != "2" else s.start("m2")]  # fmt: skip
+        parts += [_write_name(_WEEKDAYS[weekday], s.group("wd")), between]
+    suffix = _ordinal(want.day) if s.group("o" + k) else ""
+    day = f"{want.day}{suffix}"
+    the = s.group("the" + k) or ""
+    if k == "3":
+        parts += [the, day]
+    elif k == "1":
+        assert month is not None
+        middle = span[s.end("o1") if s.group("o1") else s.end("d1") : s.start("m1")]
+        parts += [the, day, middle, _write_name(_MONTHS[month - 1], s.group("m1"))]
+    else:
+        assert month is not None
+        middle = span[s.end("m2") : s.start("the2") if the else s.start("d2")]
+        parts += [_write_name(_MONTHS[month - 1], s.group("m2")), middle, the, day]
+    return span[: s.start()] + "".join(parts) + span[s.end() :]
+
+
+def in_span_format(span: str, new: str) -> str | None:
+    """``span`` with its one time or date replaced by the time or date that ``new`` states, written in the
+    span's format (see the module docstring); None when ``span`` and ``new`` are not one time or one date
+    each (``new`` may add filler words)."""
+    return _time_in_span_format(span, new) or _date_in_span_format(span, new)
+
+
+def _shared(a: str, b: str) -> int:
+    """Length of the common prefix of ``a`` and ``b``."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def written_run(text: str, start: int, end: int, new: str) -> tuple[int, int, str] | None:
+    """(start, end, replacement) of the smallest part of the time or date written around ``text[start:end]``
+    (or as it) that changes when it takes the value of ``new`` in the text's format: "17" of "Tuesday 17 June"
+    under "the 24th" -> "24" in place of "17"; under "the 25th" -> "Wednesday 25" in place of "Tuesday 17" (the
+    weekday moves). None when no time or date covers the span, or nothing changes."""
+    for pattern in (_CLOCK, _DATE):
+        for m in pattern.finditer(text, max(0, start - 40), min(len(text), end + 40)):
+            if not (m.start() <= start and end <= m.end()):
+                continue
+            written, was = in_span_format(m.group(), new), m.group()
+            if written is None or written == was:
+                return None
+            head = _shared(was, written)
+            tail = _shared(was[head:][::-1], written[head:][::-1])
+            # a word changes whole ("Tuesday" -> "Wednesday", not "Tue" -> "Wedne")
+            while head and was[head - 1].isalpha() and was[head : head + 1].isalpha():
+                head -= 1
+            while (
+                tail
+                and was[len(was) - tail].isalpha()
+                and was[len(was) - tail - 1 : len(was) - tail].isalpha()
+            ):
+                tail -= 1
+            lo, hi = min(m.start() + head, start), max(m.end() - tail, end)
+            return lo, hi, written[lo - m.start() : len(written) - (m.end() - hi)]
+    return None
+
+
+def in_written_format(text: str, start: int, end: int, new: str) -> str | None:
+    """What ``text[start:end]`` becomes when the time or date written around it (or as it) takes the value of
+    ``new`` in the text's format: "17" of "Tuesday 17 June" under "the 24th" -> "24"; None when no time or date
+    covers the span, or when the change reaches outside the span (a weekday before "17" that moves: see
+    :func:`written_run`)."""
+    run = written_run(text, start, end, new)
+    return run[2] if run is not None and run[:2] == (start, end) else None
+
+
+_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_PLAIN = re.compile(r"(?<![\d.,])\d{4,}(?:\.\d+)?(?![\d,])")
+
+
+def grouped_like(span: str, new: str) -> str:
+    """``new`` with its one amount of four digits or more written with thousands separators when the span writes
+    its one number with them ("$1,240" under "$1195" -> "$1,195")."""
+    plain = list(_PLAIN.finditer(new))
+    if len(plain) != 1 or len(_GROUPED.findall(span)) != 1 or len(re.findall(r"\d+(?:[.,]\d+)*", span)) != 1:
+        return new
+    m = plain[0]
+    whole, _, cents = m.group().partition(".")
+    written = f"{int(whole):,}" + (f".{cents}" if cents else "")
+    return new[: m.start()] + written + new[m.end() :]

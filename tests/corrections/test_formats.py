@@ -1,0 +1,70 @@
+"""A corrected time, date or amount written in the stale span's own format (keproxy.corrections.formats)."""
+
+from __future__ import annotations
+
+import pytest
+
+from keproxy.corrections.formats import grouped_like, in_span_format, in_written_format, written_run
+from keproxy.corrections.rewrite import replacement
+
+
+@pytest.mark.parametrize(
+    ("span", "new", "expected"),
+    [
+        ("9pm", "20:00", "8pm"),  # 24-hour value into a 12-hour text
+        ("21:00", "8pm", "20:00"),
+        ("09:00", "8am", "08:00"),  # leading zero kept
+        ("9.30am", "10:15", "10.15am"),  # separator kept
+        ("9 a.m.", "10:30 am", "10:30 a.m."),  # how the marker is written
+        ("at 7pm", "at 19:30", "at 7:30pm"),  # filler words of the new value
+        ("6 August", "the 8th", "8 August"),
+        ("6 August", "August 8", "8 August"),  # the span's order
+        ("August 6th", "9 Aug", "August 9th"),  # ordinal suffix and long month kept
+        ("Wed 3 Sept", "the 10th", "Wed 10 Sept"),  # a week later: same weekday
+        ("Tuesday 17 June", "the 25th", "Wednesday 25 June"),  # the weekday moves with the day
+        ("Friday 27 June", "Thursday 26th", "Thursday 26 June"),  # the user's weekday
+        ("Thursday, 5 June", "the 12th", "Thursday, 12 June"),
+    ],
+)
+def test_a_time_or_date_is_written_as_the_span_writes_it(span: str, new: str, expected: str) -> None:
+    assert in_span_format(span, new) == expected
+
+
+@pytest.mark.parametrize(
+    ("span", "new"),
+    [
+        ("7pm", "7:30"),  # morning or evening: left to the caller, which carries "pm"
+        ("03/02", "13 Feb"),  # a numeric date: day or month first is not known
+        ("6 August", "8 August 2025"),  # more than a date
+        ("the 3rd", "5 March"),  # the span names no month to write it in
+        ("5th floor", "6th"),  # an ordinal alone is no date
+        ("Room 4", "Room 6"),
+    ],
+)
+def test_what_is_not_one_time_or_date_is_left_to_the_caller(span: str, new: str) -> None:
+    assert in_span_format(span, new) is None
+
+
+def test_a_span_inside_a_date_takes_its_part_of_the_rendered_date() -> None:
+    text = "The plumber is booked for Tuesday 17 June between 10:00 and 12:00."
+    at = text.index("17")
+    assert in_written_format(text, at, at + 2, "the 24th") == "24"
+    # a weekday outside the span moves: the run widens to take it
+    assert in_written_format(text, at, at + 2, "the 25th") is None
+    start, end, after = written_run(text, at, at + 2, "the 25th")  # type: ignore[misc]
+    assert (text[start:end], after) == ("Tuesday 17", "Wednesday 25")
+
+
+def test_replacement_renders_times_and_amounts_in_the_texts_format() -> None:
+    text = "Dinner is at 9pm; parking costs $1,240 a month."
+    at = text.index("9pm")
+    assert replacement(text, at, at + 3, "20:30") == "8:30pm"  # was "20:30pm"
+    at = text.index("$1,240")
+    assert replacement(text, at, at + 6, "1195") == "$1,195"
+
+
+def test_thousands_separators_only_where_the_span_writes_them() -> None:
+    assert grouped_like("$1,240", "$1195") == "$1,195"
+    assert grouped_like("$1240", "$1195") == "$1195"
+    assert grouped_like("$1,240", "$1195.50") == "$1,195.50"
+    assert grouped_like("$1,240 or $2,000", "$1195") == "$1195"  # two numbers: which one is unknown
