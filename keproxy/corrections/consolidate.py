@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.formats import date_around
 from keproxy.corrections.rewrite import differing_words, shape, word_changes
 from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
 from keproxy.corrections.tagging import widen_to_words
@@ -330,7 +331,8 @@ def propagate(
     taken = {(f.turn, f.start, f.end) for f in found}
     allowed = list(turns)
     for f in found:
-        text = texts[f.turn][f.start : f.end]
+        date = date_around(texts[f.turn], f.start, f.end)  # "6" of "6 August": the date is the value copied
+        text = texts[f.turn][date[0] : date[1]] if date else texts[f.turn][f.start : f.end]
         if len(text.strip()) < 2 and not (f.named and text.strip().isdigit()):
             continue  # one letter or digit is too common to copy, unless the user named that digit
         for turn, at, end in copies(texts, allowed, text, sentence_score, min_score=min_score):

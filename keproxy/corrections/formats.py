@@ -22,7 +22,7 @@ import datetime
 import re
 from dataclasses import dataclass
 
-__all__ = ["grouped_like", "in_span_format", "in_written_format", "written_run"]
+__all__ = ["date_around", "grouped_like", "in_span_format", "in_written_format", "written_run"]
 
 _CLOCK = re.compile(
     r"(?<![\d:.,])(?P<h>\d{1,2})(?:(?P<sep>[:.])(?P<m>\d{2}))?(?P<sp>\s?)(?P<ap>[ap]\.?m\.?)(?![^\W\d_])"
@@ -213,6 +213,16 @@ def in_span_format(span: str, new: str) -> str | None:
     span's format (see the module docstring); None when ``span`` and ``new`` are not one time or one date
     each (``new`` may add filler words)."""
     return _time_in_span_format(span, new) or _date_in_span_format(span, new)
+
+
+def date_around(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """(start, end) of the calendar date with a month ("6 August", "Tue 17 June") written around
+    ``text[start:end]`` and longer than it; None when there is none."""
+    for m in _DATE.finditer(text, max(0, start - 40), min(len(text), end + 40)):
+        k = next(k for k in "123" if m.group("d" + k) is not None)
+        if k != "3" and m.start() <= start and end <= m.end() and (m.start(), m.end()) != (start, end):
+            return m.start(), m.end()
+    return None
 
 
 def _shared(a: str, b: str) -> int:

@@ -57,6 +57,13 @@ PROBES = [
          "Sorry, it's the 25th, not the 17th."],
         ["When is the plumber coming?", "The plumber is booked for Wednesday 25 June between 10:00 and 12:00."],
     ),
+    (  # a date found by its day reaches every copy of the date, in the text's format
+        ["We arrive on 6 August.",
+         "Great, check-in is on 6 August from 3pm. I've noted 6 August for the airport transfer.",
+         "No wait, we arrive on the 8th."],
+        ["We arrive on 8 August.",
+         "Great, check-in is on 8 August from 3pm. I've noted 8 August for the airport transfer."],
+    ),
     (  # a 24-hour time into a text that writes 12-hour times (was "20:30pm"); the reminder's time stays
         ["Book a table for 4 at Luca's on Friday at 9pm.",
          "Done: a table for 4 at Luca's, Friday at 9pm. I'll send a reminder at 8pm.", "Make that 20:30, not 9pm."],
