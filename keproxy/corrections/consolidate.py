@@ -7,11 +7,12 @@ in a sentence the candidate prefilter dropped). A correction changes one fact, a
 wherever the chat states it. So, per correction:
 
 1. :func:`one_fact` keeps the spans of the user's named old value when there is one; otherwise the tagged
-   spans whose value (:func:`value_key`: the digits of a number, the folded words of a name) is that of a
-   span that fits the correction nearly as well as the best one (:func:`support`: tagger confidence x
-   sentence score, the correcting turn's words around the span, the new value's written form); spans of
-   other values are dropped (words of the new value's kind in a flagged sentence, :func:`typed_candidates`,
-   compete too, so a value the tagger missed beside one it wrongly marked can win);
+   spans of one value (:func:`value_key`: the digits of a number, the folded words of a name): among the
+   values of spans that fit the correction nearly as well as the best one (:func:`support`: tagger confidence
+   x sentence score, the correcting turn's words around the span, the new value's written form), the one
+   whose spans fit best together; spans of other values are dropped (words of the new value's kind in a
+   flagged sentence, :func:`typed_candidates`, compete too, so a value the tagger missed beside one it
+   wrongly marked can win);
 2. :func:`propagate` adds every other whole-word occurrence of the kept span texts in the earlier turns: all
    of them for a distinctive value (:func:`distinctive`: "harbour2291", "Glasgow", "4.7.2"), and for a
    common one ("12", "Tuesday", "main") only those in a sentence the tagger scored as possibly stale, so the
@@ -296,9 +297,11 @@ def one_fact(
     found: Sequence[Found], texts: Sequence[str], fit: Callable[[Found], float], *, margin: float = 0.2
 ) -> list[Found]:
     """Per correction, the spans of one fact. A correction whose user named the old value keeps the spans of
-    that value only; one that did not keeps the spans whose value (:func:`value_key`) is that of a span
-    whose ``fit`` (:func:`support`) is within ``margin`` of the best span's: a value the tagger marked but
-    that fits the correction much worse than another (an unrelated age in the same story) is dropped."""
+    that value only; one that did not keeps the spans of one value (:func:`value_key`): among the values of
+    spans whose ``fit`` (:func:`support`) is within ``margin`` of the best span's, the one whose spans fit best
+    together (a value stated in several turns outweighs another time of the same sentence, "departing 6:10am.
+    Leave home by 4:10am" under "the flight is at 7:40am"); a value that fits much worse than another (an
+    unrelated age in the same story) is dropped."""
 
     def key(f: Found) -> str:
         return value_key(texts[f.turn][f.start : f.end])
@@ -311,6 +314,9 @@ def one_fact(
             continue
         fits = [fit(f) for f in mine]
         keys = {key(f) for f, v in zip(mine, fits, strict=True) if v >= max(fits) - margin}
+        if len(keys) > 1:
+            total = {c: sum(v for f, v in zip(mine, fits, strict=True) if key(f) == c) for c in keys}
+            keys = {max(keys, key=lambda c: total[c])}
         out += [f for f in mine if key(f) in keys]
     return out
 

@@ -333,3 +333,12 @@ def test_a_named_amount_finds_its_copies_written_with_zero_cents() -> None:
     texts = ["Adults €17.50, children €7.00, under-5s free.", "So €7 per child, €7.50 for the guide."]
     found = [texts[t][a:b] for t, a, b in copies(texts, [0, 1], "€7", lambda t, at: 1.0, min_score=0.5)]
     assert found == ["€7.00", "€7"]  # "€7.50" is another amount
+
+
+def test_one_fact_keeps_one_value_the_one_stated_most() -> None:
+    # "7:40am" said for the flight: the departure time stated twice is the stale value, the time to leave home
+    # (tagged in the same sentence, nearly as confidently) is another fact and stays
+    texts = ["Flying at 6:10am.", "Departing 6:10am. Leave home by 4:10am."]
+    twice = [Found(0, 10, 16, 0, 0.8), Found(1, 10, 16, 0, 0.8)]
+    other = Found(1, 32, 38, 0, 0.9)
+    assert one_fact([*twice, other], texts, lambda f: f.weight) == twice
