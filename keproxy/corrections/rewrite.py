@@ -35,6 +35,7 @@ __all__ = [
     "replacement",
     "shape",
     "unquoted",
+    "with_article",
     "word_changes",
     "written_agreement",
 ]
@@ -150,6 +151,18 @@ def _number_before_own_unit(span: str, new: str, after: str, before: str = "") -
     if len(unit) == 1 and label and same_unit(unit[0], label[-1]):
         return m.group()
     return new
+
+
+def _number_first(span: str, new: str) -> str:
+    """A number-valued new value without the words the user put before its number when the span holds one
+    number and does not start with them: "turning 9" under "8-year-old" is "9", "about $350" under "$300" is
+    "$350"; the span's own words stay the text's."""
+    m = re.match(r"((?:[^\W\d_][\w']*\s+)+)([£$€¥₹]?\d)", new)
+    if m is None or len(_NUMBER.findall(new)) != 1 or len(_NUMBER.findall(span)) != 1:
+        return new
+    if span.casefold().startswith(m.group(1).split()[0].casefold()):
+        return new
+    return new[m.start(2) :]
 
 
 def _carry_unit(span: str, new: str) -> str:
@@ -289,7 +302,7 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         joined = _same_unit_joined(span, new)
         if joined is not None:
             return joined if joined != span else None
-        fitted = _strip_shared(new, sentence[:start], sentence[end:]).strip(" ,;")
+        fitted = _strip_shared(_number_first(span, new), sentence[:start], sentence[end:]).strip(" ,;")
         fitted = _strip_glued(fitted, sentence[:start], sentence[end:])
         fitted = _number_before_own_unit(span, fitted, sentence[end:], sentence[:start])
         fitted = fitted.rstrip(".!?") if not span.endswith((".", "!", "?")) else fitted
@@ -308,6 +321,35 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
 
 #: Punctuation around a word that is not part of it ("(Friday," -> "Friday").
 EDGE = ".,;:!?()[]*\"'“”‘’"
+
+
+def _takes_an(word: str) -> bool:
+    """Whether "an" goes before ``word`` (a number read aloud, or a word by its first letters)."""
+    digits = re.match(r"\d[\d,]*", word)
+    if digits:
+        d = digits.group().replace(",", "")
+        return d.startswith("8") or (len(d) % 3 == 2 and d[:2] in ("11", "18"))
+    w = word.casefold()
+    if w.startswith(("hour", "honest", "honour", "honor", "heir")):
+        return True
+    if w.startswith(("uni", "use", "usu", "ut", "eu", "one", "once", "ur")):
+        return False
+    return w[:1] in ("a", "e", "i", "o", "u")
+
+
+def with_article(text: str, start: int, after: str) -> tuple[int, str]:
+    """(start, after) of an edit of ``text`` from ``start`` that becomes ``after``, taking in the article
+    right before it when the new words need the other one ("an 8-year-old" -> "a 9-year-old"); unchanged
+    otherwise."""
+    m = re.search(r"\b(an?|An?)\s$", text[:start])
+    first = re.match(r"[^\W_][\w,]*", after)
+    if m is None or first is None or first.group().isupper():  # "an NHS", "a UN": read by letters
+        return start, after
+    if (m.group(1).casefold() == "an") == _takes_an(first.group()):
+        return start, after
+    article = m.group(1)
+    fixed = (article[0] + "n") if len(article) == 1 else article[0]
+    return m.start(), fixed + text[m.end(1) : start] + after
 
 
 def keep_brackets(span: str, after: str) -> str:

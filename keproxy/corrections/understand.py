@@ -63,7 +63,14 @@ from keproxy.corrections.formats import written_run
 from keproxy.corrections.gate import CorrectionGate
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
-from keproxy.corrections.rewrite import aligned_run, keep_brackets, replacement, shape, unquoted
+from keproxy.corrections.rewrite import (
+    aligned_run,
+    keep_brackets,
+    replacement,
+    shape,
+    unquoted,
+    with_article,
+)
 from keproxy.corrections.spans import (
     find_all,
     fold,
@@ -375,10 +382,13 @@ class CorrectionUnderstanding:
                 start, end, after = run
             else:
                 after = replacement(texts[f.turn], start, end, new, old)
+            if after is not None:
+                after = keep_brackets(texts[f.turn][start:end], after)
+                start, after = with_article(texts[f.turn], start, after)  # "an 8-year-old" -> "a 9-year-old"
             span = texts[f.turn][start:end]
             taken = any(e.turn_index == f.turn and e.start < end and start < e.end for e in edits)
             if after is not None and not taken:
-                edits.append(SpanEdit(f.turn, start, end, span, keep_brackets(span, after), f.correction))
+                edits.append(SpanEdit(f.turn, start, end, span, after, f.correction))
         for k, (old, new) in enumerate(pairs):
             if len(new.split()) >= 5 and not self._realised(texts, edits, k, new):
                 edits = [

@@ -64,6 +64,20 @@ PROBES = [
         ["We arrive on 8 August.",
          "Great, check-in is on 8 August from 3pm. I've noted 8 August for the airport transfer."],
     ),
+    (  # the words before the user's number are no part of the value; the article agrees with the new number
+        ["My daughter Priya is 8 and loves dinosaurs. Gift ideas?",
+         "For an 8-year-old dinosaur fan like Priya: a fossil dig kit or a T-rex puppet.",
+         "She's turning 9 next week actually."],
+        ["My daughter Priya is 9 and loves dinosaurs. Gift ideas?",
+         "For a 9-year-old dinosaur fan like Priya: a fossil dig kit or a T-rex puppet."],
+    ),
+    (  # another time of the same sentence is another fact
+        ["I'm flying out of Denver on March 14 at 6:10am.",
+         "Got it: departing Denver, March 14, 6:10am. Leave home by 4:10am to clear security.",
+         "Oops, the flight is at 7:40am."],
+        ["I'm flying out of Denver on March 14 at 7:40am.",
+         "Got it: departing Denver, March 14, 7:40am. Leave home by 4:10am to clear security."],
+    ),
     (  # a 24-hour time into a text that writes 12-hour times (was "20:30pm"); the reminder's time stays
         ["Book a table for 4 at Luca's on Friday at 9pm.",
          "Done: a table for 4 at Luca's, Friday at 9pm. I'll send a reminder at 8pm.", "Make that 20:30, not 9pm."],

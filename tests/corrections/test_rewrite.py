@@ -14,6 +14,7 @@ from keproxy.corrections.rewrite import (
     differing_words,
     keep_brackets,
     replacement,
+    with_article,
     written_agreement,
 )
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
@@ -303,3 +304,35 @@ def test_an_unmatched_bracket_of_the_span_stays() -> None:
     assert keep_brackets("68%)", "75%") == "75%)"
     assert keep_brackets("(68%)", "75%") == "75%"  # a whole bracketed value is the value
     assert keep_brackets("68%", "75%") == "75%"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "span", "new", "expected"),
+    [
+        ("For an 8-year-old fan of dinosaurs.", "8-year-old", "turning 9", "9-year-old"),
+        ("The hotel is $300 a night.", "$300", "about $350", "$350"),
+        ("Meet in Room 204 at noon.", "204", "Room 310", "310"),  # the text already says "Room"
+    ],
+)
+def test_words_the_user_put_before_a_number_are_not_the_value(
+    sentence: str, span: str, new: str, expected: str
+) -> None:
+    at = sentence.index(span)
+    assert replacement(sentence, at, at + len(span), new) == expected
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        ("For an ", "9-year-old", "For a 9-year-old"),
+        ("For a ", "8-year-old", "For an 8-year-old"),
+        ("For a ", "11-year-old", "For an 11-year-old"),
+        ("Book a ", "1,800 m climb", "Book a 1,800 m climb"),  # "one thousand eight hundred": "a" stays
+        ("It was an ", "hour", "It was an hour"),
+        ("Take a ", "apple", "Take an apple"),
+        ("Call an ", "NHS line", "Call an NHS line"),  # read letter by letter: left as written
+    ],
+)
+def test_the_article_before_an_edit_agrees_with_its_new_words(before: str, after: str, expected: str) -> None:
+    start, written = with_article(before, len(before), after)
+    assert before[:start] + written == expected
