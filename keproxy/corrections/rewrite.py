@@ -31,11 +31,9 @@ __all__ = [
     "aligned_run",
     "choose_correction",
     "differing_words",
-    "keep_brackets",
     "replacement",
     "shape",
     "unquoted",
-    "with_article",
     "word_changes",
     "written_agreement",
 ]
@@ -321,45 +319,6 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
 
 #: Punctuation around a word that is not part of it ("(Friday," -> "Friday").
 EDGE = ".,;:!?()[]*\"'“”‘’"
-
-
-def _takes_an(word: str) -> bool:
-    """Whether "an" goes before ``word`` (a number read aloud, or a word by its first letters)."""
-    digits = re.match(r"\d[\d,]*", word)
-    if digits:
-        d = digits.group().replace(",", "")
-        return d.startswith("8") or (len(d) % 3 == 2 and d[:2] in ("11", "18"))
-    w = word.casefold()
-    if w.startswith(("hour", "honest", "honour", "honor", "heir")):
-        return True
-    if w.startswith(("uni", "use", "usu", "ut", "eu", "one", "once", "ur")):
-        return False
-    return w[:1] in ("a", "e", "i", "o", "u")
-
-
-def with_article(text: str, start: int, after: str) -> tuple[int, str]:
-    """(start, after) of an edit of ``text`` from ``start`` that becomes ``after``, taking in the article
-    right before it when the new words need the other one ("an 8-year-old" -> "a 9-year-old"); unchanged
-    otherwise."""
-    m = re.search(r"\b(an?|An?)\s$", text[:start])
-    first = re.match(r"[^\W_][\w,]*", after)
-    if m is None or first is None or first.group().isupper():  # "an NHS", "a UN": read by letters
-        return start, after
-    if (m.group(1).casefold() == "an") == _takes_an(first.group()):
-        return start, after
-    article = m.group(1)
-    fixed = (article[0] + "n") if len(article) == 1 else article[0]
-    return m.start(), fixed + text[m.end(1) : start] + after
-
-
-def keep_brackets(span: str, after: str) -> str:
-    """``after`` with the unmatched bracket that opens or closes ``span`` kept ("(68%" -> "(75%", not "75%")."""
-    for opening, closing in ("()", "[]", "{}"):
-        if span.startswith(opening) and closing not in span and not after.startswith(opening):
-            after = opening + after
-        if span.endswith(closing) and opening not in span and not after.endswith(closing):
-            after += closing
-    return after
 
 
 def aligned_run(text: str, start: int, end: int, new: str) -> tuple[int, int, str] | None:

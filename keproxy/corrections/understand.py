@@ -61,16 +61,10 @@ from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.formats import written_run
 from keproxy.corrections.gate import CorrectionGate
+from keproxy.corrections.grammar import keep_brackets, with_article
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
-from keproxy.corrections.rewrite import (
-    aligned_run,
-    keep_brackets,
-    replacement,
-    shape,
-    unquoted,
-    with_article,
-)
+from keproxy.corrections.rewrite import aligned_run, replacement, shape, unquoted
 from keproxy.corrections.spans import (
     find_all,
     fold,

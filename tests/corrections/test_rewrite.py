@@ -8,13 +8,12 @@ import random
 import pytest
 
 from keproxy.corrections.base import Correction, SpanEdit
+from keproxy.corrections.grammar import keep_brackets, with_article
 from keproxy.corrections.rewrite import (
     aligned_run,
     choose_correction,
     differing_words,
-    keep_brackets,
     replacement,
-    with_article,
     written_agreement,
 )
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
