@@ -34,6 +34,7 @@ from keproxy.corrections.formats import date_around
 from keproxy.corrections.rewrite import differing_words, shape, word_changes
 from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
 from keproxy.corrections.tagging import widen_to_words
+from keproxy.corrections.units import same_unit
 
 __all__ = [
     "Found",
@@ -183,8 +184,13 @@ def _in_identifier(char: str) -> bool:
 
 def narrow(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     """A span that joins several values with ``:`` or ``/`` ("10.0.4.71:6379", "3/4") narrowed to the one part
-    written like the new value ("10.0.4.71" for "10.0.4.17"), so the rewrite keeps the rest (the port)."""
+    written like the new value ("10.0.4.71" for "10.0.4.17"), so the rewrite keeps the rest (the port); a span
+    of several numbers narrowed to the one written with the new value's unit ("30" of "5 km in 30 minutes" for
+    "25 minutes")."""
     span = text[start:end]
+    measured = _measured_part(text, start, end, new)
+    if measured is not None:
+        return measured
     target = skeleton(new.strip(), _MARKS)
     if not re.search(r"[:/]", span) or skeleton(span, _MARKS) == target:
         return start, end
@@ -193,6 +199,22 @@ def narrow(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     if len(same) == 1:
         return start + same[0][0], start + same[0][1]
     return start, end
+
+
+_MEASURE = re.compile(r"(\d+(?:[.,]\d+)*)\s?([^\W\d_]+)")
+
+
+def _measured_part(text: str, start: int, end: int, new: str) -> tuple[int, int] | None:
+    """The one number of a span holding several ("5 km in 30" of "5 km in 30 minutes") written with the unit of
+    a new value that is one number and its unit ("25 minutes"); its unit may follow the span. None otherwise."""
+    want = _MEASURE.fullmatch(new.strip())
+    if want is None or len(re.findall(r"\d+(?:[.,]\d+)*", text[start:end])) < 2:
+        return None
+    hits = [
+        (m.start(1), m.end(1)) for m in _MEASURE.finditer(text, start, min(len(text), end + 20))
+        if m.start(1) < end and same_unit(m.group(2), want.group(2))
+    ]  # fmt: skip
+    return hits[0] if len(hits) == 1 else None
 
 
 def whole_token(text: str, start: int, end: int, new: str) -> tuple[int, int]:

@@ -342,3 +342,12 @@ def test_one_fact_keeps_one_value_the_one_stated_most() -> None:
     twice = [Found(0, 10, 16, 0, 0.8), Found(1, 10, 16, 0, 0.8)]
     other = Found(1, 32, 38, 0, 0.9)
     assert one_fact([*twice, other], texts, lambda f: f.weight) == twice
+
+
+def test_a_span_of_several_numbers_narrows_to_the_one_with_the_new_values_unit() -> None:
+    text = "I ran 5 km in 30 minutes today."
+    start, end = narrow(text, 6, 16, "25 minutes")  # the tagger's span "5 km in 30"
+    assert text[start:end] == "30"
+    assert narrow(text, 6, 16, "25") == (6, 16)  # no unit in the new value: nothing to choose by
+    text = "2 hours and 30 minutes, then 15 minutes of rest"
+    assert narrow(text, 0, 36, "20 minutes") == (0, 36)  # two numbers in minutes: which one is not known

@@ -78,6 +78,11 @@ PROBES = [
         ["I'm flying out of Denver on March 14 at 7:40am.",
          "Got it: departing Denver, March 14, 7:40am. Leave home by 4:10am to clear security."],
     ),
+    (  # the distance stays: the new value's unit names which number changes
+        ["I ran 5 km in 30 minutes today.", "Nice! That's a steady pace for a weekday run.",
+         "Sorry, 5 km in 25 minutes."],
+        ["I ran 5 km in 25 minutes today.", "Nice! That's a steady pace for a weekday run."],
+    ),
     (  # a 24-hour time into a text that writes 12-hour times (was "20:30pm"); the reminder's time stays
         ["Book a table for 4 at Luca's on Friday at 9pm.",
          "Done: a table for 4 at Luca's, Friday at 9pm. I'll send a reminder at 8pm.", "Make that 20:30, not 9pm."],
