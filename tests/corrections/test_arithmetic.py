@@ -187,3 +187,12 @@ def test_a_year_a_time_and_a_date_are_no_operands() -> None:
     text = "In 2019 the fee was £40; from 14:30 on 3 May it is 2 × £40 = £80."
     out = derived_edits([text], [edit(text, "£40", "£45", nth=1)])
     assert [(e.before, e.after) for e in out] == [("80", "90")]
+
+
+def test_a_total_itemised_in_brackets_after_it_follows_its_items() -> None:
+    text = "Your trip total is €930 (hotel €420 + flights €310 + food €200)."
+    assert corrected(text, edit(text, "310", "350")) == (
+        "Your trip total is €970 (hotel €420 + flights €350 + food €200)."
+    )
+    text = "The total is €930 (paid €420 so far, €310 due)."  # the bracket does not add up to it
+    assert derived_edits([text], [edit(text, "310", "350")]) == []
