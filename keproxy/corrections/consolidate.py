@@ -220,7 +220,8 @@ def _measured_part(text: str, start: int, end: int, new: str) -> tuple[int, int]
 def whole_token(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     """A span that is part of an identifier ("calc" in "calc_total") widened to the whole identifier when the
     new value carries the rest of it ("sum_total" ends with "_total"), so the rewrite replaces the identifier
-    instead of splicing the new value into it ("sum_total_total")."""
+    instead of splicing the new value into it ("sum_total_total"); one word of a written name widened to the
+    whole name when the new value is a name of several words ("Cole" of "Dana Cole" for "Omar Haddad")."""
     a, b = start, end
     while a > 0 and _in_identifier(text[a - 1]):
         a -= 1
@@ -230,7 +231,30 @@ def whole_token(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     new = new.strip()
     if (a, b) != (start, end) and (not right or new.endswith(right)) and (not left or new.startswith(left)):
         return a, b
-    return start, end
+    return _whole_name(text, start, end, new)
+
+
+_NAME_WORD = re.compile(r"[A-Z][a-z'’-]+")
+
+
+def _whole_name(text: str, start: int, end: int, new: str) -> tuple[int, int]:
+    """One capitalised word of a written name ("Cole" of "Dana Cole") widened to the whole name when the new
+    value is a name of several words ("Omar Haddad"), so the whole name changes ("Dana Omar Haddad" otherwise).
+    A capitalised word that opens its sentence is no part of the name."""
+    words = new.split()
+    if len(words) < 2 or not all(_NAME_WORD.fullmatch(w.strip(".,;:!?")) for w in words):
+        return start, end
+    if not _NAME_WORD.fullmatch(text[start:end]):
+        return start, end
+    a, b = start, end
+    while True:
+        m = re.search(r"([A-Z][a-z'’-]+) $", text[:a])
+        if m is None or re.search(r"(?:^|[.!?:\n]\s*)$", text[: m.start()]):
+            break
+        a = m.start()
+    while (m := re.match(r" ([A-Z][a-z'’-]+)\b", text[b:])) is not None:
+        b += m.end()
+    return a, b
 
 
 def current(found: Sequence[Found], texts: Sequence[str], news: Sequence[str]) -> list[Found]:

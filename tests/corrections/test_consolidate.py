@@ -351,3 +351,20 @@ def test_a_span_of_several_numbers_narrows_to_the_one_with_the_new_values_unit()
     assert narrow(text, 6, 16, "25") == (6, 16)  # no unit in the new value: nothing to choose by
     text = "2 hours and 30 minutes, then 15 minutes of rest"
     assert narrow(text, 0, 36, "20 minutes") == (0, 36)  # two numbers in minutes: which one is not known
+
+
+@pytest.mark.parametrize(
+    ("text", "span", "new", "expected"),
+    [
+        ("Our team lead is Dana Cole and the sprint ends Friday.", "Cole", "Omar Haddad", "Dana Cole"),
+        ("Dear Dana Cole,", "Cole", "Omar Haddad", "Dana Cole"),  # "Dear" opens the sentence: no part of it
+        ("Dana Cole is here.", "Cole", "Omar", "Cole"),  # a one-word new value: the span stays
+        ("Ask Dana Cole today.", "Cole", "the new lead", "Cole"),  # no name in the new value
+    ],
+)
+def test_a_word_of_a_name_widens_to_the_name_for_a_new_name(
+    text: str, span: str, new: str, expected: str
+) -> None:
+    at = text.index(span)
+    start, end = whole_token(text, at, at + len(span), new)
+    assert text[start:end] == expected

@@ -83,6 +83,13 @@ PROBES = [
          "Sorry, 5 km in 25 minutes."],
         ["I ran 5 km in 25 minutes today.", "Nice! That's a steady pace for a weekday run."],
     ),
+    (  # a new name of two words replaces the whole written name
+        ["Our team lead is Dana Cole and the sprint ends on Friday.",
+         "Thanks. I'll address the summary to Dana Cole and schedule the review for Friday afternoon.",
+         "The team lead changed — it's Omar Haddad now. Can you redo the summary?"],
+        ["Our team lead is Omar Haddad and the sprint ends on Friday.",
+         "Thanks. I'll address the summary to Omar Haddad and schedule the review for Friday afternoon."],
+    ),
     (  # a 24-hour time into a text that writes 12-hour times (was "20:30pm"); the reminder's time stays
         ["Book a table for 4 at Luca's on Friday at 9pm.",
          "Done: a table for 4 at Luca's, Friday at 9pm. I'll send a reminder at 8pm.", "Make that 20:30, not 9pm."],
