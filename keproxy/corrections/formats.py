@@ -22,7 +22,14 @@ import datetime
 import re
 from dataclasses import dataclass
 
-__all__ = ["date_around", "grouped_like", "in_span_format", "in_written_format", "written_run"]
+__all__ = [
+    "date_around",
+    "grouped_like",
+    "in_span_format",
+    "in_written_format",
+    "number_first",
+    "written_run",
+]
 
 _CLOCK = re.compile(
     r"(?<![\d:.,])(?P<h>\d{1,2})(?:(?P<sep>[:.])(?P<m>\d{2}))?(?P<sp>\s?)(?P<ap>[ap]\.?m\.?)(?![^\W\d_])"
@@ -284,3 +291,18 @@ def grouped_like(span: str, new: str) -> str:
     whole, _, cents = m.group().partition(".")
     written = f"{int(whole):,}" + (f".{cents}" if cents else "")
     return new[: m.start()] + written + new[m.end() :]
+
+
+_NUMBERS = re.compile(r"\d+(?:[.,:]\d+)*")
+
+
+def number_first(span: str, new: str) -> str:
+    """A number-valued new value without the words the user put before its number when the span holds one
+    number and does not start with them: "turning 9" under "8-year-old" is "9", "about $350" under "$300" is
+    "$350"; the span's own words stay the text's."""
+    m = re.match(r"((?:[^\W\d_][\w']*\s+)+)([£$€¥₹]?\d)", new)
+    if m is None or len(_NUMBERS.findall(new)) != 1 or len(_NUMBERS.findall(span)) != 1:
+        return new
+    if span.casefold().startswith(m.group(1).split()[0].casefold()):
+        return new
+    return new[m.start(2) :]

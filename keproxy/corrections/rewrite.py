@@ -22,7 +22,7 @@ import difflib
 import re
 from collections.abc import Sequence
 
-from keproxy.corrections.formats import grouped_like, in_written_format
+from keproxy.corrections.formats import grouped_like, in_written_format, number_first
 from keproxy.corrections.tagging import stale_core
 from keproxy.corrections.units import RANGE, money_otherwise, other_dimension, same_unit
 
@@ -151,18 +151,6 @@ def _number_before_own_unit(span: str, new: str, after: str, before: str = "") -
     return new
 
 
-def _number_first(span: str, new: str) -> str:
-    """A number-valued new value without the words the user put before its number when the span holds one
-    number and does not start with them: "turning 9" under "8-year-old" is "9", "about $350" under "$300" is
-    "$350"; the span's own words stay the text's."""
-    m = re.match(r"((?:[^\W\d_][\w']*\s+)+)([£$€¥₹]?\d)", new)
-    if m is None or len(_NUMBER.findall(new)) != 1 or len(_NUMBER.findall(span)) != 1:
-        return new
-    if span.casefold().startswith(m.group(1).split()[0].casefold()):
-        return new
-    return new[m.start(2) :]
-
-
 def _carry_unit(span: str, new: str) -> str:
     """A bare number takes the span's non-digit prefix and suffix ("3pm" + "4" -> "4pm")."""
     m = _NUMBER.search(span)
@@ -283,13 +271,18 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
     if old and len(old.split()) == 1 and span.casefold() == old.casefold() and len(new.split()) > 1:
         # "27" named, "number 72" said: the one word of the new value that has the old value's kind
         # (several of that kind: the one written most like the old value, "fetch_user_orders" ->
-        # "fetch_customer_orders" in "called fetch_customer_orders")
+        # "fetch_customer_orders" in "called fetch_customer_orders"), when its other words are the text's;
+        # "tree nuts" for "peanuts" stays whole
         same = [w.strip(".,;:!?") for w in new.split() if shape(w) == shape(old)]
         like = [difflib.SequenceMatcher(None, w.casefold(), old.casefold()).ratio() for w in same]
+        pick = None
         if len(same) == 1 and same[0]:
-            new = same[0]
+            pick = same[0]
         elif same and max(like) >= 0.6 and sorted(like)[-2] < max(like):
-            new = same[like.index(max(like))]
+            pick = same[like.index(max(like))]
+        rest = [w.strip(".,;:!?").casefold() for w in new.split() if w.strip(".,;:!?") != pick]
+        if pick is not None and all(w in sentence.casefold() for w in rest):
+            new = pick  # the other words are the text's own ("number 72" where it says "number 27")
     in_order = _numbers_in_order(span, new)
     if in_order is not None:
         return in_order if in_order != span else None
@@ -300,7 +293,7 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         joined = _same_unit_joined(span, new)
         if joined is not None:
             return joined if joined != span else None
-        fitted = _strip_shared(_number_first(span, new), sentence[:start], sentence[end:]).strip(" ,;")
+        fitted = _strip_shared(number_first(span, new), sentence[:start], sentence[end:]).strip(" ,;")
         fitted = _strip_glued(fitted, sentence[:start], sentence[end:])
         fitted = _number_before_own_unit(span, fitted, sentence[end:], sentence[:start])
         fitted = fitted.rstrip(".!?") if not span.endswith((".", "!", "?")) else fitted

@@ -90,6 +90,13 @@ PROBES = [
         ["Our team lead is Omar Haddad and the sprint ends on Friday.",
          "Thanks. I'll address the summary to Omar Haddad and schedule the review for Friday afternoon."],
     ),
+    (  # the new value's first word is no word the text already has: it stays ("tree nuts", not "nuts")
+        ["I'm allergic to peanuts. Suggest a snack.",
+         "Since you're allergic to peanuts, try apple slices with sunflower seed butter.",
+         "Sorry, it's tree nuts I'm allergic to, not peanuts."],
+        ["I'm allergic to tree nuts. Suggest a snack.",
+         "Since you're allergic to tree nuts, try apple slices with sunflower seed butter."],
+    ),
     (  # a 24-hour time into a text that writes 12-hour times (was "20:30pm"); the reminder's time stays
         ["Book a table for 4 at Luca's on Friday at 9pm.",
          "Done: a table for 4 at Luca's, Friday at 9pm. I'll send a reminder at 8pm.", "Make that 20:30, not 9pm."],

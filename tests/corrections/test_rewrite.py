@@ -335,3 +335,12 @@ def test_words_the_user_put_before_a_number_are_not_the_value(
 def test_the_article_before_an_edit_agrees_with_its_new_words(before: str, after: str, expected: str) -> None:
     start, written = with_article(before, len(before), after)
     assert before[:start] + written == expected
+
+
+def test_a_named_old_word_takes_the_whole_new_value_unless_its_other_words_are_the_texts() -> None:
+    sentence = "Since you're allergic to peanuts, try apple slices."
+    at = sentence.index("peanuts")
+    assert replacement(sentence, at, at + 7, "tree nuts", "peanuts") == "tree nuts"  # was "nuts"
+    sentence = "Your seat is number 27 on the left."
+    at = sentence.index("27")
+    assert replacement(sentence, at, at + 2, "number 72", "27") == "72"  # "number" is the text's own
