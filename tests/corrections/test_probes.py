@@ -97,6 +97,13 @@ PROBES = [
         ["I'm allergic to tree nuts. Suggest a snack.",
          "Since you're allergic to tree nuts, try apple slices with sunflower seed butter."],
     ),
+    (  # two facts in one turn: the second, which the stale tagger does not place, is found by its name
+        ["Schedule: standup 9:30, design review 11:00, lunch 12:30, 1:1 with Ana 15:00.",
+         "Here's your day:\n- 9:30 Standup\n- 11:00 Design review\n- 12:30 Lunch\n- 15:00 1:1 with Ana",
+         "Design review moved to 14:00 and the 1:1 is at 16:00."],
+        ["Schedule: standup 9:30, design review 14:00, lunch 12:30, 1:1 with Ana 16:00.",
+         "Here's your day:\n- 9:30 Standup\n- 14:00 Design review\n- 12:30 Lunch\n- 16:00 1:1 with Ana"],
+    ),
     (  # a 24-hour time into a text that writes 12-hour times (was "20:30pm"); the reminder's time stays
         ["Book a table for 4 at Luca's on Friday at 9pm.",
          "Done: a table for 4 at Luca's, Friday at 9pm. I'll send a reminder at 8pm.", "Make that 20:30, not 9pm."],

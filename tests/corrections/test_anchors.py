@@ -1,0 +1,52 @@
+"""Stale values found by the words that name their fact (keproxy.corrections.anchors)."""
+
+from __future__ import annotations
+
+from keproxy.corrections.anchors import anchored_edits, anchors
+from keproxy.corrections.base import SpanEdit
+
+TEXTS = [
+    "Schedule: standup 9:30, design review 11:00, lunch 12:30, 1:1 with Ana 15:00.",
+    "Here's your day:\n- 9:30 Standup\n- 11:00 Design review\n- 12:30 Lunch\n- 15:00 1:1 with Ana",
+    "Design review moved to 14:00 and the 1:1 is at 16:00.",
+]
+PAIRS = [(None, "14:00"), (None, "16:00")]
+
+
+def test_the_anchors_are_the_content_words_of_the_new_values_clause() -> None:
+    assert anchors(TEXTS[2], "16:00") == {"1:1"}
+    assert anchors(TEXTS[2], "14:00") == {"design", "review"}
+
+
+def test_a_correction_with_nothing_located_finds_its_value_by_its_anchor() -> None:
+    located = [SpanEdit(0, 38, 43, "11:00", "14:00", 0), SpanEdit(1, 35, 40, "11:00", "14:00", 0)]
+    out = anchored_edits(TEXTS, [0, 1], 2, PAIRS, located)
+    assert [(e.turn_index, e.before, e.after, e.correction) for e in out] == [
+        (0, "15:00", "16:00", 1),
+        (1, "15:00", "16:00", 1),
+    ]
+
+
+def test_a_correction_with_a_located_span_is_left_to_it() -> None:
+    located = [SpanEdit(0, 38, 43, "11:00", "14:00", 0), SpanEdit(0, 71, 76, "15:00", "16:00", 1)]
+    assert anchored_edits(TEXTS, [0, 1], 2, PAIRS, located) == []
+
+
+def test_an_anchor_naming_facts_of_different_values_changes_nothing() -> None:
+    texts = [
+        "Lasagne: bake for 30 minutes at 190C.",
+        "Wings: bake on a rack for 50 minutes.",
+        "bake is 40 minutes, you put 30.",
+    ]
+    assert anchored_edits(texts, [0, 1], 2, [(None, "40 minutes")], []) == []
+
+
+def test_a_clause_with_two_values_of_the_kind_changes_nothing() -> None:
+    texts = ["The 1:1 runs 15:00 to 15:30.", "the 1:1 is at 16:00"]
+    assert anchored_edits(texts, [0], 1, [(None, "16:00")], []) == []
+
+
+def test_a_measured_value_keeps_the_texts_unit_word() -> None:
+    texts = ["Lasagne: bake for 30 minutes at 190C.", "the bake is 40 min"]
+    out = anchored_edits(texts, [0], 1, [(None, "40 min")], [])
+    assert [(e.before, e.after) for e in out] == [("30", "40")]
