@@ -22,6 +22,8 @@ import datetime
 import re
 from dataclasses import dataclass
 
+from keproxy.corrections.units import same_unit
+
 __all__ = [
     "date_around",
     "grouped_like",
@@ -306,3 +308,16 @@ def number_first(span: str, new: str) -> str:
     if span.casefold().startswith(m.group(1).split()[0].casefold()):
         return new
     return new[m.start(2) :]
+
+
+_MEASURED = re.compile(r"(\d+(?:[.,]\d+)*)(\s?)([^\W\d_]+)")
+
+
+def measured_like(span: str, new: str) -> str | None:
+    """A number and its unit under a new number in the same unit written another way: the span's unit word
+    stays ("30 minutes" under "40 min" -> "40 minutes"); None when either is not one number and a unit, or
+    the units differ."""
+    have, want = _MEASURED.fullmatch(span.strip()), _MEASURED.fullmatch(new.strip(" .,;:!?"))
+    if have is None or want is None or span != span.strip() or not same_unit(have.group(3), want.group(3)):
+        return None
+    return want.group(1) + have.group(2) + have.group(3)

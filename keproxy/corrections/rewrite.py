@@ -22,7 +22,7 @@ import difflib
 import re
 from collections.abc import Sequence
 
-from keproxy.corrections.formats import grouped_like, in_written_format, number_first
+from keproxy.corrections.formats import grouped_like, in_written_format, measured_like, number_first
 from keproxy.corrections.tagging import stale_core
 from keproxy.corrections.units import RANGE, money_otherwise, other_dimension, same_unit
 
@@ -287,7 +287,7 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
     if in_order is not None:
         return in_order if in_order != span else None
     if len(new.split()) <= _SHORT:
-        formatted = in_written_format(sentence, start, end, new)
+        formatted = in_written_format(sentence, start, end, new) or measured_like(span, new)
         if formatted is not None:
             return formatted if formatted != span else None
         joined = _same_unit_joined(span, new)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from keproxy.corrections.formats import grouped_like, in_span_format, in_written_format, written_run
+from keproxy.corrections.formats import (
+    grouped_like,
+    in_span_format,
+    in_written_format,
+    measured_like,
+    written_run,
+)
 from keproxy.corrections.rewrite import replacement
 
 
@@ -68,3 +74,10 @@ def test_thousands_separators_only_where_the_span_writes_them() -> None:
     assert grouped_like("$1240", "$1195") == "$1195"
     assert grouped_like("$1,240", "$1195.50") == "$1,195.50"
     assert grouped_like("$1,240 or $2,000", "$1195") == "$1195"  # two numbers: which one is unknown
+
+
+def test_a_measured_value_keeps_the_texts_unit_word() -> None:
+    assert measured_like("30 minutes", "40 min") == "40 minutes"
+    assert measured_like("3 hrs", "4 hours") == "4 hrs"
+    assert measured_like("5 km", "7 miles") is None  # another unit: the user's value is another fact's
+    assert measured_like("5", "7 km") is None
