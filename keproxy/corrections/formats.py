@@ -320,4 +320,6 @@ def measured_like(span: str, new: str) -> str | None:
     have, want = _MEASURED.fullmatch(span.strip()), _MEASURED.fullmatch(new.strip(" .,;:!?"))
     if have is None or want is None or span != span.strip() or not same_unit(have.group(3), want.group(3)):
         return None
+    if have.group(3).casefold().rstrip("s") == want.group(3).casefold().rstrip("s"):
+        return None  # the same word: its number is the new value's ("2 eggs" under "1 egg" -> "1 egg")
     return want.group(1) + have.group(2) + have.group(3)

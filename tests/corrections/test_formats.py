@@ -81,3 +81,4 @@ def test_a_measured_value_keeps_the_texts_unit_word() -> None:
     assert measured_like("3 hrs", "4 hours") == "4 hrs"
     assert measured_like("5 km", "7 miles") is None  # another unit: the user's value is another fact's
     assert measured_like("5", "7 km") is None
+    assert measured_like("2 eggs", "1 egg") is None  # one word in the number the new value says
