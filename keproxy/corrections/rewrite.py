@@ -105,6 +105,14 @@ def _strip_shared(new: str, before: str, after: str) -> str:
     for n in range(1, len(words)):
         if [_lemma(w) for w in words[-n:]] == [_lemma(w) for w in after_words[:n]]:
             best = n
+    mark = after[:1] if after[:1] in ".,;:" else ""
+    for n in range(1, len(words) if mark and not best else 0):
+        # "Mr" + ". Patel" under "Ms. Patel": the text's own mark and words follow the span
+        if words[-n - 1].endswith(mark) and [_lemma(w) for w in words[-n:]] == [
+            _lemma(w) for w in after[1:].split()[:n]
+        ]:
+            words = [*words[: -n - 1], words[-n - 1][: -len(mark)]]
+            break
     words = words[: len(words) - best] if best else words
     best = 0
     for n in range(1, len(words)):

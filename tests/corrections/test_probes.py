@@ -104,6 +104,13 @@ PROBES = [
         ["Schedule: standup 9:30, design review 14:00, lunch 12:30, 1:1 with Ana 16:00.",
          "Here's your day:\n- 9:30 Standup\n- 14:00 Design review\n- 12:30 Lunch\n- 16:00 1:1 with Ana"],
     ),
+    (  # the title changes; the name written after it is not written twice
+        ["Draft a reply to Mr. Patel confirming our call on Thursday at 10am.",
+         "Dear Mr. Patel,\n\nI'm writing to confirm our call on Thursday at 10am.\n\nBest regards",
+         "It's Ms. Patel, not Mr."],
+        ["Draft a reply to Ms. Patel confirming our call on Thursday at 10am.",
+         "Dear Ms. Patel,\n\nI'm writing to confirm our call on Thursday at 10am.\n\nBest regards"],
+    ),
     (  # a 24-hour time into a text that writes 12-hour times (was "20:30pm"); the reminder's time stays
         ["Book a table for 4 at Luca's on Friday at 9pm.",
          "Done: a table for 4 at Luca's, Friday at 9pm. I'll send a reminder at 8pm.", "Make that 20:30, not 9pm."],

@@ -344,3 +344,9 @@ def test_a_named_old_word_takes_the_whole_new_value_unless_its_other_words_are_t
     sentence = "Your seat is number 27 on the left."
     at = sentence.index("27")
     assert replacement(sentence, at, at + 2, "number 72", "27") == "72"  # "number" is the text's own
+
+
+def test_the_texts_own_mark_and_words_after_the_span_are_not_written_twice() -> None:
+    sentence = "Draft a reply to Mr. Patel confirming our call."
+    at = sentence.index("Mr")
+    assert replacement(sentence, at, at + 2, "Ms. Patel", "Mr") == "Ms"  # was "Ms. Patel": "Ms. Patel. Patel"
