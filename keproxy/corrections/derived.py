@@ -177,10 +177,12 @@ def _unit_len(text: str, number: Number) -> int:
     return m.end() if m else 0
 
 
-def _paragraph(text: str, number: Number) -> tuple[int, int]:
-    """(start, end) of the paragraph (lines between blank lines) of ``text`` that holds ``number``."""
+def _paragraphs(text: str, number: Number) -> tuple[int, int]:
+    """(start, end) of the paragraph (lines between blank lines) of ``text`` that holds ``number`` and of the
+    paragraph after it (a table, then the sentence that sums it up)."""
     start = text.rfind("\n\n", 0, number.start)
     end = text.find("\n\n", number.end)
+    end = text.find("\n\n", end + 2) if end >= 0 else -1
     return (0 if start < 0 else start + 2), (len(text) if end < 0 else end)
 
 
@@ -325,8 +327,7 @@ class _Derivation:
         result is written last and presented as one (:meth:`_reads_as_result`); it changes only when every
         explanation found gives the same new value."""
         for x in [a for a in self.plain if a.number.start in self.values]:
-            start, stop = _paragraph(self.text, x.number)
-            stop = _paragraph(self.text, Number(stop + 2, stop + 2, 0, False, 0, False))[1]
+            start, stop = _paragraphs(self.text, x.number)
             near = [a for a in self.plain if start <= a.number.start < stop and a is not x]
             xo, xn = x.number.value, self.values[x.number.start]
             for y in near:
