@@ -55,12 +55,14 @@ def main() -> None:
         with open(args.tag_cache, "wb") as fh:
             pickle.dump(tuple(dict(t._cache) for t in taggers), fh)
     print(f"{len(chats)} chats in {time.perf_counter() - started:.1f} s ({args.data})")
-    print("| style | chats | F1 | false det. | stale fixed | keep intact | collateral / chat | fixed cleanly | negatives untouched |")
+    print(
+        "| style | chats | F1 | false det. | stale fixed | keep intact | collateral / chat | fixed cleanly | negatives untouched |"
+    )
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for style, summary in summarize(scores).items():
         rates = summary.rates()
 
-        def pct(key: str) -> str:
+        def pct(key: str, rates: dict = rates) -> str:  # type: ignore[type-arg]
             value = rates.get(key)
             return "" if value is None else f"{100 * value:.1f}"
 
