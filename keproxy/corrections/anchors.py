@@ -7,6 +7,10 @@ earlier turns, for the clauses (a line, or a part of a sentence between commas a
 anchor and exactly one value of the new value's kind: a clock time, a calendar date, an amount in the same
 currency, or a number with the same unit. That value is the stale one ("1:1 with Ana 15:00" -> "16:00").
 
+:func:`within_named_clauses` uses the same words the other way: in a sentence that states two facts of one kind
+("Pick-up is at 8:00 from gate 3, drop-off at 17:00 at gate 3"), a correction whose words name one of them
+("Pick-up is from gate 5.") changes the value in the clause that names it, not the same value in the other.
+
 A clause with two values of the kind (which one is meant is not written) or none is left alone; so are clauses
 of different values (the anchor names two facts: "bake ... 30 minutes" in a lasagne recipe, "bake ... 50
 minutes" in a wings recipe), and every correction that already has a located span.
@@ -22,7 +26,7 @@ from keproxy.corrections.formats import in_written_format
 from keproxy.corrections.rewrite import replacement
 from keproxy.corrections.units import same_unit
 
-__all__ = ["anchored_edits", "anchors"]
+__all__ = ["anchored_edits", "anchors", "within_named_clauses"]
 
 _CLOCK = re.compile(
     r"(?<![\d:.,])\d{1,2}(?:[:.]\d{2})?\s?[ap]\.?m\.?(?![^\W\d_])|(?<![\d:.,])\d{1,2}:\d{2}(?![\d:])", re.I
@@ -136,3 +140,27 @@ def _number_of(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     if measure is None or _MEASURE.fullmatch(new.strip(" .,;:!?")) is None:
         return start, end
     return measure.span(1)
+
+
+def within_named_clauses(
+    texts: Sequence[str], turn: int, pairs: Sequence[tuple[str | None, str]], edits: Sequence[SpanEdit]
+) -> list[SpanEdit]:
+    """``edits`` without those of a correction that lie in a clause naming none of its :func:`anchors` when
+    another of its edits in the same sentence lies in a clause that names one (the sentence states two facts of
+    the value's kind, and the user named one)."""
+
+    def clause_words(i: int, at: int) -> set[str]:
+        for m in _CLAUSE.finditer(texts[i]):
+            if m.start() <= at < m.end():
+                return {w.casefold() for w in _WORD.findall(m.group())}
+        return set()
+
+    def sentence(i: int, at: int) -> tuple[int, int]:
+        return i, max(texts[i].rfind(mark, 0, at) for mark in ".!?\n")  # (turn, the mark that opens it)
+
+    named = {k: anchors(texts[turn], new) for k, (_, new) in enumerate(pairs)}
+    hits = {id(e): bool(clause_words(e.turn_index, e.start) & named.get(e.correction, set())) for e in edits}
+    anchored = {(e.correction, sentence(e.turn_index, e.start)) for e in edits if hits[id(e)]}
+    return [
+        e for e in edits if hits[id(e)] or (e.correction, sentence(e.turn_index, e.start)) not in anchored
+    ]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from keproxy.corrections.anchors import anchored_edits
+from keproxy.corrections.anchors import anchored_edits, within_named_clauses
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.consolidate import (
@@ -392,6 +392,7 @@ class CorrectionUnderstanding:
                 edits += self._restated(messages, texts, turn, new, k, flagged, skip, edits)
         edits += number_word_copies(texts, turns, edits)
         edits += anchored_edits(texts, turns, turn, pairs, edits)  # facts named by words, nothing tagged
+        edits = within_named_clauses(texts, turn, pairs, edits)  # "pick-up ... gate 3, drop-off ... gate 3"
         return edits + derived_edits(texts, edits)
 
     def _named_anywhere(

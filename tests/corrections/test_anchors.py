@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from keproxy.corrections.anchors import anchored_edits, anchors
+from keproxy.corrections.anchors import anchored_edits, anchors, within_named_clauses
 from keproxy.corrections.base import SpanEdit
 
 TEXTS = [
@@ -50,3 +50,15 @@ def test_a_measured_value_keeps_the_texts_unit_word() -> None:
     texts = ["Lasagne: bake for 30 minutes at 190C.", "the bake is 40 min"]
     out = anchored_edits(texts, [0], 1, [(None, "40 min")], [])
     assert [(e.before, e.after) for e in out] == [("30", "40")]
+
+
+def test_in_a_sentence_of_two_facts_the_named_clause_changes() -> None:
+    texts = ["Pick-up is at 8:00 from gate 3, drop-off at 17:00 at gate 3.", "Pick-up is from gate 5."]
+    pickup, dropoff = texts[0].index("3,"), texts[0].rindex("3")
+    edits = [SpanEdit(0, pickup, pickup + 1, "3", "5", 0), SpanEdit(0, dropoff, dropoff + 1, "3", "5", 0)]
+    assert within_named_clauses(texts, 1, [(None, "gate 5")], edits) == edits[:1]
+    # another sentence without the anchor keeps its edit: the sentence does not state the two facts
+    texts = ["Pick-up is from gate 3. Meet the driver at gate 3.", "Pick-up is from gate 5."]
+    a, b = texts[0].index("3"), texts[0].rindex("3")
+    edits = [SpanEdit(0, a, a + 1, "3", "5", 0), SpanEdit(0, b, b + 1, "3", "5", 0)]
+    assert within_named_clauses(texts, 1, [(None, "gate 5")], edits) == edits

@@ -111,6 +111,12 @@ PROBES = [
         ["Draft a reply to Ms. Patel confirming our call on Thursday at 10am.",
          "Dear Ms. Patel,\n\nI'm writing to confirm our call on Thursday at 10am.\n\nBest regards"],
     ),
+    (  # one sentence states two facts of one value: the one the user names changes
+        ["Pick-up is at 8:00 from gate 3, drop-off at 17:00 at gate 3.",
+         "Got it: pick-up 8:00 at gate 3, drop-off 17:00 at gate 3.", "Pick-up is from gate 5."],
+        ["Pick-up is at 8:00 from gate 5, drop-off at 17:00 at gate 3.",
+         "Got it: pick-up 8:00 at gate 5, drop-off 17:00 at gate 3."],
+    ),
     (  # a 24-hour time into a text that writes 12-hour times (was "20:30pm"); the reminder's time stays
         ["Book a table for 4 at Luca's on Friday at 9pm.",
          "Done: a table for 4 at Luca's, Friday at 9pm. I'll send a reminder at 8pm.", "Make that 20:30, not 9pm."],
