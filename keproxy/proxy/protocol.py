@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from keproxy.pipeline import KeproxyOptions
 
@@ -51,6 +51,18 @@ class ChatCompletionRequest(OpenAIBaseModel):
         description="OpenAI's web search options, an object: declared so that another type is a 400 here "
         "(litellm's cost tracking raised TypeError on a list, which answered 502).",
     )
+    # OpenAI's sampling parameters, typed so that a value of another type is a 400 here rather than an upstream
+    # failure (litellm's mock raised TypeError on ``"n": {}``, which answered 502); forwarded as sent.
+    n: StrictInt | None = Field(default=None, ge=1, description="Choices to generate.")
+    max_tokens: StrictInt | None = Field(default=None, ge=0, description="Most tokens of the answer.")
+    max_completion_tokens: StrictInt | None = Field(
+        default=None, ge=0, description="Most tokens of the answer."
+    )
+    temperature: StrictFloat | None = Field(default=None, description="Sampling temperature.")
+    top_p: StrictFloat | None = Field(default=None, description="Nucleus sampling mass.")
+    presence_penalty: StrictFloat | None = Field(default=None, description="Presence penalty.")
+    frequency_penalty: StrictFloat | None = Field(default=None, description="Frequency penalty.")
+    seed: StrictInt | None = Field(default=None, description="Sampling seed.")
     keproxy: KeproxyOptions | None = Field(default=None, description="keproxy extension (not OpenAI).")
 
     @field_validator("messages")

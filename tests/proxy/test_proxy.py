@@ -166,6 +166,10 @@ async def test_stream_wire_format_and_transcript(mock_client: httpx.AsyncClient)
             {"model": "m", "messages": [{"role": "user", "content": "x"}], "web_search_options": []},
             "web_search_options",
         ),
+        # sampling parameters of another type: a 400 here, not an upstream failure (a 502 before)
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": {"": False}}, "n"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": "8"}, "max_tokens"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}, "temperature"),
     ],
 )
 async def test_bad_requests_get_openai_errors(
