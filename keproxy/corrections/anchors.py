@@ -22,15 +22,12 @@ import re
 from collections.abc import Iterable, Sequence
 
 from keproxy.corrections.base import SpanEdit
-from keproxy.corrections.formats import in_written_format
+from keproxy.corrections.formats import CLOCK, in_written_format
 from keproxy.corrections.rewrite import replacement
 from keproxy.corrections.units import same_unit
 
 __all__ = ["anchored_edits", "anchors", "within_named_clauses"]
 
-_CLOCK = re.compile(
-    r"(?<![\d:.,])\d{1,2}(?:[:.]\d{2})?\s?[ap]\.?m\.?(?![^\W\d_])|(?<![\d:.,])\d{1,2}:\d{2}(?![\d:])", re.I
-)
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*"
 _DATE = re.compile(
     rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}\b|\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b", re.I
@@ -39,17 +36,22 @@ _MONEY = re.compile(r"[£$€¥₹]\s?\d[\d,]*(?:\.\d+)?[kKmM]?")
 _MEASURE = re.compile(r"\b(\d+(?:[.,]\d+)?)\s?([^\W\d_]+)")
 _WORD = re.compile(r"[\w:'’-]+")
 _CLAUSE = re.compile(r"(?:[^\n.;!?,]|,(?=\S)|\.(?=\d))+")  # a line or sentence part; "1,500", "9.30" whole
-_STOP = frozenset(
-    ["the", "a", "an", "is", "are", "was", "were", "be", "been", "at", "to", "on", "in", "of", "for", "and", "or", "it", "it's", "its", "now", "actually", "sorry", "changed", "change", "moved", "move", "moves", "instead", "not", "no", "yes", "make", "made", "that", "this", "these", "those", "will", "should", "would", "from", "by", "with", "my", "our", "your", "i", "we", "you", "he", "she", "they", "wait", "oops", "correction", "also", "then", "just", "so", "time", "date", "day", "starts", "start", "begins", "begin", "ends", "end", "is", "at's", "there", "here", "one"]
-)  # fmt: skip
+_STOP = frozenset((
+    "the", "a", "an", "is", "are", "was", "were", "be", "been", "at", "to", "on", "in", "of", "for", "and", "or",
+    "it", "it's", "its", "now", "actually", "sorry", "changed", "change", "moved", "move", "moves", "instead",
+    "not", "no", "yes", "make", "made", "that", "this", "these", "those", "will", "should", "would", "from", "by",
+    "with", "my", "our", "your", "i", "we", "you", "he", "she", "they", "wait", "oops", "correction", "also",
+    "then", "just", "so", "time", "date", "day", "starts", "start", "begins", "begin", "ends", "end", "there",
+    "here", "one",
+))  # fmt: skip
 
 
 def _kind(new: str) -> re.Pattern[str] | None:
     """A pattern matching the values of ``new``'s kind, or None when ``new`` is no time, date, amount or
     measured number."""
     value = new.strip(" .,;:!?")
-    if _CLOCK.fullmatch(value):
-        return _CLOCK
+    if CLOCK.fullmatch(value):
+        return CLOCK
     if _DATE.fullmatch(value):
         return _DATE
     money = _MONEY.fullmatch(value)

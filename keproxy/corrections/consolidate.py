@@ -34,7 +34,7 @@ from keproxy.corrections.formats import date_around
 from keproxy.corrections.rewrite import differing_words, shape, word_changes
 from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
 from keproxy.corrections.tagging import widen_to_words
-from keproxy.corrections.units import same_unit
+from keproxy.corrections.units import MEASURED, same_unit
 
 __all__ = [
     "Found",
@@ -201,18 +201,15 @@ def narrow(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     return start, end
 
 
-_MEASURE = re.compile(r"(\d+(?:[.,]\d+)*)\s?([^\W\d_]+)")
-
-
 def _measured_part(text: str, start: int, end: int, new: str) -> tuple[int, int] | None:
     """The one number of a span holding several ("5 km in 30" of "5 km in 30 minutes") written with the unit of
     a new value that is one number and its unit ("25 minutes"); its unit may follow the span. None otherwise."""
-    want = _MEASURE.fullmatch(new.strip())
+    want = MEASURED.fullmatch(new.strip())
     if want is None or len(re.findall(r"\d+(?:[.,]\d+)*", text[start:end])) < 2:
         return None
     hits = [
-        (m.start(1), m.end(1)) for m in _MEASURE.finditer(text, start, min(len(text), end + 20))
-        if m.start(1) < end and same_unit(m.group(2), want.group(2))
+        (m.start(1), m.end(1)) for m in MEASURED.finditer(text, start, min(len(text), end + 20))
+        if m.start(1) < end and same_unit(m.group(3), want.group(3))
     ]  # fmt: skip
     return hits[0] if len(hits) == 1 else None
 

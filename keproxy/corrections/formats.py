@@ -22,18 +22,21 @@ import datetime
 import re
 from dataclasses import dataclass
 
-from keproxy.corrections.units import same_unit
+from keproxy.corrections.units import MEASURED, same_unit
 
 __all__ = [
+    "CLOCK",
     "date_around",
     "grouped_like",
     "in_span_format",
     "in_written_format",
+    "measured_like",
     "number_first",
     "written_run",
 ]
 
-_CLOCK = re.compile(
+#: A clock time: "9pm", "9.30 a.m.", "21:00" (groups h, sep, m, sp, ap; or hh, mm).
+CLOCK = re.compile(
     r"(?<![\d:.,])(?P<h>\d{1,2})(?:(?P<sep>[:.])(?P<m>\d{2}))?(?P<sp>\s?)(?P<ap>[ap]\.?m\.?)(?![^\W\d_])"
     r"|(?<![\d:.,])(?P<hh>\d{1,2}):(?P<mm>\d{2})(?![\d:])",
     re.IGNORECASE,
@@ -109,7 +112,7 @@ def _write_clock(minutes: int, like: _Clock) -> str:
 
 
 def _time_in_span_format(span: str, new: str) -> str | None:
-    s, n = _one(_CLOCK, span), _one(_CLOCK, new)
+    s, n = _one(CLOCK, span), _one(CLOCK, new)
     if s is None or n is None or not _only_filler(new, n):
         return None
     have, want = _clock(s), _clock(n)
@@ -247,7 +250,7 @@ def written_run(text: str, start: int, end: int, new: str) -> tuple[int, int, st
     (or as it) that changes when it takes the value of ``new`` in the text's format: "17" of "Tuesday 17 June"
     under "the 24th" -> "24" in place of "17"; under "the 25th" -> "Wednesday 25" in place of "Tuesday 17" (the
     weekday moves). None when no time or date covers the span, or nothing changes."""
-    for pattern in (_CLOCK, _DATE):
+    for pattern in (CLOCK, _DATE):
         for m in pattern.finditer(text, max(0, start - 40), min(len(text), end + 40)):
             if not (m.start() <= start and end <= m.end()):
                 continue
@@ -310,14 +313,11 @@ def number_first(span: str, new: str) -> str:
     return new[m.start(2) :]
 
 
-_MEASURED = re.compile(r"(\d+(?:[.,]\d+)*)(\s?)([^\W\d_]+)")
-
-
 def measured_like(span: str, new: str) -> str | None:
     """A number and its unit under a new number in the same unit written another way: the span's unit word
     stays ("30 minutes" under "40 min" -> "40 minutes"); None when either is not one number and a unit, or
     the units differ."""
-    have, want = _MEASURED.fullmatch(span.strip()), _MEASURED.fullmatch(new.strip(" .,;:!?"))
+    have, want = MEASURED.fullmatch(span.strip()), MEASURED.fullmatch(new.strip(" .,;:!?"))
     if have is None or want is None or span != span.strip() or not same_unit(have.group(3), want.group(3)):
         return None
     if have.group(3).casefold().rstrip("s") == want.group(3).casefold().rstrip("s"):

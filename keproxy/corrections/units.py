@@ -11,6 +11,7 @@ import re
 
 __all__ = [
     "AFTER_A_NUMBER",
+    "MEASURED",
     "RANGE",
     "measured_otherwise",
     "money_otherwise",
@@ -24,6 +25,8 @@ def _singular(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
+#: A number and the unit word written right after it ("30 minutes", "5km"): groups number, space, unit.
+MEASURED = re.compile(r"(\d+(?:[.,]\d+)*)(\s?)([^\W\d_]+)")
 #: A number or a range of numbers ("25-30", "9:30–10:15").
 RANGE = re.compile(r"\d+(?:[.,:]\d+)*(?:\s*[-–]\s*\d+(?:[.,:]\d+)*)?")
 #: Unit words written short and long ("min" / "minutes"); a word that starts the other is the same unit too.
