@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from keproxy.corrections.base import SpanEdit
-from keproxy.corrections.formats import CLOCK, in_written_format
+from keproxy.corrections.formats import CLOCK, CODE, WEEKDAY, in_written_format, weekday_like
 from keproxy.corrections.rewrite import replacement
 from keproxy.corrections.units import same_unit
 
@@ -42,16 +42,21 @@ _STOP = frozenset((
     "not", "no", "yes", "make", "made", "that", "this", "these", "those", "will", "should", "would", "from", "by",
     "with", "my", "our", "your", "i", "we", "you", "he", "she", "they", "wait", "oops", "correction", "also",
     "then", "just", "so", "time", "date", "day", "starts", "start", "begins", "begin", "ends", "end", "there",
-    "here", "one",
+    "here", "one", "wrong", "right", "correct", "mine", "still", "nope",
 ))  # fmt: skip
 
 
 def _kind(new: str) -> re.Pattern[str] | None:
-    """A pattern matching the values of ``new``'s kind, or None when ``new`` is no time, date, amount or
-    measured number."""
+    """A pattern matching the values of ``new``'s kind, or None when ``new`` is no time, weekday, short code
+    ("3B"), date, amount or measured number."""
     value = new.strip(" .,;:!?")
     if CLOCK.fullmatch(value):
         return CLOCK
+    if WEEKDAY.fullmatch(value):
+        return WEEKDAY
+    if CODE.fullmatch(value):  # "3B", "B12": a code with its letters and digits in the same places
+        form = "".join(r"\d" if c.isdigit() else "[A-Z]" for c in value)
+        return re.compile(rf"(?<![\w-]){form}(?![\w-])")
     if _DATE.fullmatch(value):
         return _DATE
     money = _MONEY.fullmatch(value)
@@ -75,20 +80,29 @@ def _unit_words(unit: str) -> str:
 
 
 def anchors(turn_text: str, new: str) -> set[str]:
-    """The content words (casefolded) of the clause of ``turn_text`` that states ``new``: its words that are
-    not ``new``'s own, not function words, and of three letters or more (or holding a digit, "1:1")."""
+    """The content words (casefolded, possessives dropped) of the clause of ``turn_text`` that states ``new``:
+    its words that are not ``new``'s own, not function or cue words, and of three letters or more (or holding a
+    digit, "1:1"); the words of its sentence when the clause has none ("wrong flat number in there, mine is
+    3B")."""
     at = turn_text.find(new)
     if at < 0:
         return set()
     clauses = [(m.start(), m.end()) for m in re.finditer(r"[^,;.!?\n]+|(?<=\d)[.,](?=\d)", turn_text)]
     start = max((a for a, b in clauses if a <= at), default=0)
     start = max(start, *(m.end() for m in re.finditer(r"\b(?:and|but)\b", turn_text[:at])), 0)
-    clause = turn_text[start : at + len(new)]
-    own = {w.casefold() for w in _WORD.findall(new)}
-    return {
-        w.casefold() for w in _WORD.findall(clause)
-        if w.casefold() not in _STOP and w.casefold() not in own and (len(w) >= 3 or any(c.isdigit() for c in w))
-    }  # fmt: skip
+    own = _words(new)
+
+    def content(part: str) -> set[str]:
+        return {w for w in _words(part) - own - _STOP if len(w) >= 3 or any(c.isdigit() for c in w)}
+
+    # the clause's words; when it has none ("wrong flat number in there, mine is 3B"), its sentence's
+    sentence = max((m.end() for m in re.finditer(r"[.!?\n]", turn_text[:at])), default=0)
+    return content(turn_text[start : at + len(new)]) or content(turn_text[sentence : at + len(new)])
+
+
+def _words(text: str) -> set[str]:
+    """The words of ``text``, casefolded, a possessive's "'s" or "'" dropped ("Parents'" -> "parents")."""
+    return {re.sub(r"['’]s?$", "", w.casefold()) for w in _WORD.findall(text)}
 
 
 def anchored_edits(
@@ -101,37 +115,56 @@ def anchored_edits(
     """Edits for the corrections (index k of ``pairs``: (old, new)) that ``edits`` hold none of: in ``turns``,
     the clauses naming one of the correction's :func:`anchors` and holding exactly one value of the new value's
     kind, when that value is the same in all of them, have it rewritten to the new value (in the text's format;
-    a measured value keeps its unit word). Offsets into ``texts[i]``."""
+    a measured value keeps its unit word). When no clause names an anchor, the one value of the kind that the
+    turns mention (with its copies), if they mention only one ("it's room B4, and 8pm" after "7:30pm, room B2").
+    Offsets into ``texts[i]``."""
     out: list[SpanEdit] = []
     done = {e.correction for e in edits}
     taken = [(e.turn_index, e.start, e.end) for e in edits]
+    turns = list(turns)
     for k, (_, new) in enumerate(pairs):
         kind = _kind(new)
-        words = anchors(texts[turn], new) if kind is not None and k not in done else set()
-        if kind is None or not words:
+        if kind is None or k in done:
             continue
-        hits: list[tuple[int, int, int]] = []
-        for i in turns:
-            for clause in _CLAUSE.finditer(texts[i]):
-                named = {w.casefold() for w in _WORD.findall(clause.group())} & words
-                values = list(kind.finditer(texts[i], clause.start(), clause.end()))
-                if named and len(values) == 1:
-                    hits.append((i, *values[0].span()))
+        words = anchors(texts[turn], new)
+        hits = _named(texts, turns, kind, words, new) or _named(texts, turns, kind, None, new)
         if len({_value(texts[i][a:b]) for i, a, b in hits}) != 1:
             continue  # nothing named, or facts of different values: which one the user meant is not written
         for i, a, b in hits:
             a, b = _number_of(texts[i], a, b, new)
             if any(t == i and s < b and a < e for t, s, e in taken):
                 continue
-            after = in_written_format(texts[i], a, b, new) or replacement(texts[i], a, b, new)
-            if after is not None and after != texts[i][a:b]:
+            span = texts[i][a:b]
+            after = (
+                weekday_like(new, span)
+                or in_written_format(texts[i], a, b, new)
+                or replacement(texts[i], a, b, new)
+            )
+            if after is not None and after != span:
                 out.append(SpanEdit(i, a, b, texts[i][a:b], after, k))
                 taken.append((i, a, b))
     return out
 
 
+def _named(
+    texts: Sequence[str], turns: Sequence[int], kind: re.Pattern[str], words: set[str] | None, new: str
+) -> list[tuple[int, int, int]]:
+    """(turn, start, end) of the values of ``kind`` other than ``new`` in the clauses of ``turns`` that name one
+    of ``words`` and hold one such value; ``words`` None: every such value in the turns."""
+    hits: list[tuple[int, int, int]] = []
+    for i in turns:
+        for clause in _CLAUSE.finditer(texts[i]):
+            named = words is None or bool(_words(clause.group()) & words)
+            values = list(kind.finditer(texts[i], clause.start(), clause.end()))
+            if named and (words is None or len(values) == 1):
+                hits += [(i, *v.span()) for v in values if _value(v.group()) != _value(new)]
+    return hits
+
+
 def _value(text: str) -> str:
-    """A written value folded for comparison ("15:00", "£1,200" -> "£1200")."""
+    """A written value folded for comparison ("15:00", "£1,200" -> "£1200", "Thursday" and "Thu" -> "thu")."""
+    if WEEKDAY.fullmatch(text.strip()):
+        return text.strip()[:3].casefold()
     return re.sub(r"[\s,]", "", text).casefold()
 
 
@@ -139,7 +172,8 @@ def _number_of(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     """The number of a measured value ("30" of "30 minutes") when the new value is a number and its unit, so
     the text keeps its own unit word ("40 minutes", not "40 min"); the whole value otherwise."""
     measure = _MEASURE.fullmatch(text, start, end)
-    if measure is None or _MEASURE.fullmatch(new.strip(" .,;:!?")) is None:
+    value = new.strip(" .,;:!?")
+    if measure is None or _MEASURE.fullmatch(value) is None or CODE.fullmatch(value):
         return start, end
     return measure.span(1)
 
@@ -154,7 +188,7 @@ def within_named_clauses(
     def clause_words(i: int, at: int) -> set[str]:
         for m in _CLAUSE.finditer(texts[i]):
             if m.start() <= at < m.end():
-                return {w.casefold() for w in _WORD.findall(m.group())}
+                return _words(m.group())
         return set()
 
     def sentence(i: int, at: int) -> tuple[int, int]:

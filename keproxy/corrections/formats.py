@@ -26,12 +26,16 @@ from keproxy.corrections.units import MEASURED, same_unit
 
 __all__ = [
     "CLOCK",
+    "CODE",
+    "WEEKDAY",
+    "clashing_kinds",
     "date_around",
     "grouped_like",
     "in_span_format",
     "in_written_format",
     "measured_like",
     "number_first",
+    "weekday_like",
     "written_run",
 ]
 
@@ -46,6 +50,20 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTH = "(?:" + "|".join(_MONTHS) + r"|(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?)"
 _WEEKDAY = "(?:" + "|".join(_WEEKDAYS) + r"|(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?)"
+#: A weekday's name as a whole word: in full in any case ("Tuesday", "tuesday"), short only capitalised ("Tue",
+#: "Thurs."; "sat" and "wed" are also verbs).
+WEEKDAY = re.compile(
+    r"(?<![^\W\d_])(?:(?i:" + "|".join(_WEEKDAYS) + r")|(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun)\.?)"
+    r"(?![^\W\d_])"
+)
+#: A short code: up to four digits and a capital letter, either way round ("3B", "B12"; "5m" is a measure).
+CODE = re.compile(r"\d{1,4}[A-Z]|[A-Z]\d{1,4}")
+_MONEY = re.compile(
+    r"(?:[£$€¥₹]|(?:EUR|USD|GBP|CAD|AUD)\s?)\d[\d,]*(?:\.\d+)?[kKmM]?"
+    r"|\d[\d,]*(?:\.\d+)?\s?(?:[kKmM]\s?)?(?:EUR|USD|GBP|CAD|AUD)"
+)
+_PERCENT = re.compile(r"\d+(?:[.,]\d+)?\s?%")
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _DATE = re.compile(
     rf"(?:(?P<wd>{_WEEKDAY}),?\s+)?"
     rf"(?:(?P<the1>the\s+)?(?P<d1>\d{{1,2}})(?P<o1>st|nd|rd|th)?(?:\s+of)?\s+(?P<m1>{_MONTH})(?![^\W\d_])"
@@ -173,6 +191,45 @@ def _write_name(name: str, like: str) -> str:
     )
     written = name[: len(core)] if short else name
     return _like_case(written, core) + ("." if like.endswith(".") and short else "")
+
+
+def _value_kind(text: str) -> str | None:
+    """The kind of one written value: "time", "date", "weekday", "money", "percent", "code", "number" (a plain
+    number), or None (a word, a measure, several values: not told apart here)."""
+    value = text.strip(" .,;:!?()[]*")
+    for kind, pattern in (("time", CLOCK), ("weekday", WEEKDAY), ("money", _MONEY), ("percent", _PERCENT),
+                          ("code", CODE), ("number", _NUMBER)):  # fmt: skip
+        if pattern.fullmatch(value):
+            return kind
+    return "date" if _DATE.fullmatch(value) else None
+
+
+def clashing_kinds(before: str, after: str) -> bool:
+    """Whether replacing the value ``before`` with ``after`` changes what kind of value it is: a time for a
+    code ("12pm" -> "3D"), an amount of money for a percentage, a plain number for a code ("12" -> "3D"). A plain
+    number may become a time, an amount or a percentage ("until 12" -> "until 11am"), a weekday a date, and a
+    value of a kind not told apart (words, measures) clashes with nothing. ``after`` may name its value ("Flat 3D": a code)."""
+    kind = _value_kind(after)
+    if kind is None:
+        told = {k for k in map(_value_kind, after.split()) if k is not None}
+        kind = told.pop() if len(told) == 1 else None
+    kinds = {_value_kind(before), kind}
+    if None in kinds or len(kinds) == 1 or kinds == {"weekday", "date"}:  # "Saturday" -> "Sunday 9 June"
+        return False
+    return "code" in kinds or "number" not in kinds
+
+
+def weekday_like(new: str, like: str) -> str | None:
+    """The weekday ``new`` names, written as ``like`` writes its weekday: in full or short (three letters, "Tue"
+    -> "Wed", "Thurs." -> "Wed."), in its case; None when either is no weekday."""
+    day = WEEKDAY.fullmatch(new.strip(" .,;:!?"))
+    if day is None or WEEKDAY.fullmatch(like) is None:
+        return None
+    name = next(n for n in _WEEKDAYS if n.startswith(day.group().rstrip(".").casefold()[:3]))
+    core = like.rstrip(".")
+    if core.casefold() in _WEEKDAYS:
+        return _like_case(name, core)
+    return _like_case(name[:3], core[:3]) + ("." if like.endswith(".") else "")
 
 
 def _date_in_span_format(span: str, new: str) -> str | None:

@@ -60,7 +60,7 @@ from keproxy.corrections.counts import (
 from keproxy.corrections.derived import derived_edits
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
-from keproxy.corrections.formats import written_run
+from keproxy.corrections.formats import clashing_kinds, written_run
 from keproxy.corrections.gate import CorrectionGate
 from keproxy.corrections.grammar import keep_brackets, with_article
 from keproxy.corrections.locate import SpanLocator
@@ -350,6 +350,7 @@ class CorrectionUnderstanding:
         if not found and len(pairs) == 1 and pairs[0][0] is None and terse(texts[turn], pairs[0][1]):
             # "Make it 7.": nothing flagged, the turn names nothing else: the value of its kind mentioned last
             found = last_mentioned(texts, turns, lambda text: typed_candidates(text, pairs[0][1]))
+        found = [f for f in found if not clashing_kinds(texts[f.turn][f.start : f.end], pairs[f.correction][1])]
         for k, (old, new) in enumerate(pairs):
             # "she's in coach D": nothing flagged, "coach C" is written like it
             if not old and not any(f.correction == k for f in found):
@@ -382,7 +383,7 @@ class CorrectionUnderstanding:
                 start, after = with_article(texts[f.turn], start, after)  # "an 8-year-old" -> "a 9-year-old"
             span = texts[f.turn][start:end]
             taken = any(e.turn_index == f.turn and e.start < end and start < e.end for e in edits)
-            if after is not None and not taken:
+            if after is not None and not taken and not clashing_kinds(span, after):  # not "12pm" -> "3D"
                 edits.append(SpanEdit(f.turn, start, end, span, after, f.correction))
         for k, (old, new) in enumerate(pairs):
             if len(new.split()) >= 5 and not self._realised(texts, edits, k, new):

@@ -62,3 +62,25 @@ def test_in_a_sentence_of_two_facts_the_named_clause_changes() -> None:
     a, b = texts[0].index("3"), texts[0].rindex("3")
     edits = [SpanEdit(0, a, a + 1, "3", "5", 0), SpanEdit(0, b, b + 1, "3", "5", 0)]
     assert within_named_clauses(texts, 1, [(None, "gate 5")], edits) == edits
+
+
+def test_a_weekday_is_found_by_its_anchor_and_written_as_the_text_writes_it() -> None:
+    texts = [
+        "Book club is on Thursday at 7, and Thursday is also my pottery class at 5.",
+        "Calendar:\nThu 5:00pm - pottery\nThu 7:00pm - book club at Rosa's",
+        "no, book club is friday. pottery is still thursday",
+    ]
+    out = anchored_edits(texts, [0, 1], 2, [(None, "friday")], [])
+    assert [(e.turn_index, e.before, e.after) for e in out] == [(0, "Thursday", "Friday"), (1, "Thu", "Fri")]
+    assert "pottery" not in anchors(texts[2], "friday")
+
+
+def test_a_code_is_found_by_the_words_of_its_sentence_and_a_value_already_new_is_left() -> None:
+    texts = [
+        "Please ask the caretaker to fix the radiator in unit 4C before the weekend.",
+        "Hi Sam, the radiator in Unit 4E is cold again. Could someone look at it before Saturday?",
+        "wrong unit in that, it's 4C",
+    ]
+    assert anchors(texts[2], "4C") == {"unit"}
+    out = anchored_edits(texts, [0, 1], 2, [(None, "4C")], [])
+    assert [(e.turn_index, e.before, e.after) for e in out] == [(1, "4E", "4C")]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 
 from keproxy.corrections.formats import (
+    WEEKDAY,
+    clashing_kinds,
     grouped_like,
     in_span_format,
     in_written_format,
     measured_like,
+    weekday_like,
     written_run,
 )
 from keproxy.corrections.rewrite import replacement
@@ -82,3 +85,42 @@ def test_a_measured_value_keeps_the_texts_unit_word() -> None:
     assert measured_like("5 km", "7 miles") is None  # another unit: the user's value is another fact's
     assert measured_like("5", "7 km") is None
     assert measured_like("2 eggs", "1 egg") is None  # one word in the number the new value says
+
+
+def test_a_weekday_is_a_whole_word_and_a_short_one_is_capitalised() -> None:
+    text = "The kids sat in row 3 on tuesday, we sat in row 5 on Sat. and Wednesdays are free; Thurs. too"
+    assert [m.group() for m in WEEKDAY.finditer(text)] == ["tuesday", "Sat.", "Thurs."]
+
+
+@pytest.mark.parametrize(
+    ("new", "like", "expected"),
+    [
+        ("wednesday", "Tuesday", "Wednesday"),
+        ("Wed", "tuesday", "wednesday"),
+        ("wednesday", "Tues", "Wed"),
+        ("thursday", "Mon.", "Thu."),
+        ("noon", "Tuesday", None),
+    ],
+)
+def test_a_weekday_is_written_as_long_and_in_the_case_of_the_texts(
+    new: str, like: str, expected: str | None
+) -> None:
+    assert weekday_like(new, like) == expected
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "clash"),
+    [
+        ("12pm", "3D", True),  # a time is no code
+        ("12", "Flat 3D", True),  # nor a plain number: the new value names its code
+        ("40%", "£40", True),
+        ("until 12", "11am", False),  # several words: not told apart
+        ("12", "11am", False),  # a plain number may be an hour
+        ("Saturday", "Sunday 9 June", False),  # a weekday may become a date
+        ("CAD 240", "CAD 265", False),
+        ("3B", "3D", False),
+        ("Tom Hale", "Tomasz Halecki", False),
+    ],
+)
+def test_a_value_is_not_replaced_by_a_value_of_another_kind(before: str, after: str, clash: bool) -> None:
+    assert clashing_kinds(before, after) is clash
