@@ -28,6 +28,7 @@ __all__ = [
     "one_fact_each",
     "oriented",
     "quoted_old_values",
+    "realised",
     "same_form",
     "same_kind",
     "skeleton",
@@ -276,3 +277,18 @@ def one_fact_each(
         best = sentence[bx:by].casefold()
         out += [(x, y, k) for x, y, _ in spans if sentence[x:y].casefold() == best]
     return sorted(out)
+
+
+def realised(texts: Sequence[str], edits: Sequence[SpanEdit], k: int, new: str) -> bool:
+    """Whether correction ``k``'s word-level edits leave its new value standing word for word in an edited
+    turn (an edit that puts the whole new value in place of one tagged word, "Grey" -> the restated
+    sentence, does not count: that clause is for the clause locator to find)."""
+    target = fold(new)
+    whole = {e.turn_index for e in edits if e.correction == k and target in fold(e.after)}
+    for index in {e.turn_index for e in edits if e.correction == k} - whole:
+        text = texts[index]
+        for e in sorted((e for e in edits if e.turn_index == index), key=lambda e: -e.start):
+            text = text[: e.start] + e.after + text[e.end :]
+        if target and target in fold(text):
+            return True
+    return False

@@ -75,6 +75,7 @@ from keproxy.corrections.spans import (
     one_fact_each,
     oriented,
     quoted_old_values,
+    realised,
     same_form,
     same_kind,
     within_sentence,
@@ -350,7 +351,9 @@ class CorrectionUnderstanding:
         if not found and len(pairs) == 1 and pairs[0][0] is None and terse(texts[turn], pairs[0][1]):
             # "Make it 7.": nothing flagged, the turn names nothing else: the value of its kind mentioned last
             found = last_mentioned(texts, turns, lambda text: typed_candidates(text, pairs[0][1]))
-        found = [f for f in found if not clashing_kinds(texts[f.turn][f.start : f.end], pairs[f.correction][1])]
+        found = [
+            f for f in found if not clashing_kinds(texts[f.turn][f.start : f.end], pairs[f.correction][1])
+        ]
         for k, (old, new) in enumerate(pairs):
             # "she's in coach D": nothing flagged, "coach C" is written like it
             if not old and not any(f.correction == k for f in found):
@@ -386,7 +389,7 @@ class CorrectionUnderstanding:
             if after is not None and not taken and not clashing_kinds(span, after):  # not "12pm" -> "3D"
                 edits.append(SpanEdit(f.turn, start, end, span, after, f.correction))
         for k, (old, new) in enumerate(pairs):
-            if len(new.split()) >= 5 and not self._realised(texts, edits, k, new):
+            if len(new.split()) >= 5 and not realised(texts, edits, k, new):
                 edits = [
                     e for e in edits if e.correction != k or e.before.casefold() in (old or "").casefold()
                 ]
@@ -418,21 +421,6 @@ class CorrectionUnderstanding:
                 for index, at, end in copies(texts, turns, core, sentence_score, min_score=threshold)
             ]
         return out
-
-    @staticmethod
-    def _realised(texts: Sequence[str], edits: Sequence[SpanEdit], k: int, new: str) -> bool:
-        """Whether correction ``k``'s word-level edits leave its new value standing word for word in an edited
-        turn (an edit that puts the whole new value in place of one tagged word, "Grey" -> the restated
-        sentence, does not count: that clause is for the clause locator to find)."""
-        target = fold(new)
-        whole = {e.turn_index for e in edits if e.correction == k and target in fold(e.after)}
-        for index in {e.turn_index for e in edits if e.correction == k} - whole:
-            text = texts[index]
-            for e in sorted((e for e in edits if e.turn_index == index), key=lambda e: -e.start):
-                text = text[: e.start] + e.after + text[e.end :]
-            if target and target in fold(text):
-                return True
-        return False
 
     def _restated(
         self,
