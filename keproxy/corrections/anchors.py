@@ -26,7 +26,14 @@ from keproxy.corrections.formats import CLOCK, CODE, WEEKDAY, in_written_format,
 from keproxy.corrections.rewrite import replacement
 from keproxy.corrections.units import same_unit
 
-__all__ = ["anchored_edits", "anchors", "within_named_clauses"]
+__all__ = [
+    "anchored_edits",
+    "anchors",
+    "named_over_tagged",
+    "split_joined",
+    "value_of",
+    "within_named_clauses",
+]
 
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*"
 _DATE = re.compile(
@@ -35,6 +42,9 @@ _DATE = re.compile(
 _MONEY = re.compile(r"[£$€¥₹]\s?\d[\d,]*(?:\.\d+)?[kKmM]?")
 _MEASURE = re.compile(r"\b(\d+(?:[.,]\d+)?)\s?([^\W\d_]+)")
 _WORD = re.compile(r"[\w:'’-]+")
+_PLAIN = re.compile(
+    r"(?<![\w.,:/£$€¥₹+-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w%°:/+]|[.,]\d|\s?[^\W\d_])"
+)
 _CLAUSE = re.compile(r"(?:[^\n.;!?,]|,(?=\S)|\.(?=\d))+")  # a line or sentence part; "1,500", "9.30" whole
 _STOP = frozenset((
     "the", "a", "an", "is", "are", "was", "were", "be", "been", "at", "to", "on", "in", "of", "for", "and", "or",
@@ -48,7 +58,7 @@ _STOP = frozenset((
 
 def _kind(new: str) -> re.Pattern[str] | None:
     """A pattern matching the values of ``new``'s kind, or None when ``new`` is no time, weekday, short code
-    ("3B"), date, amount or measured number."""
+    ("3B"), date, amount, measured or plain number ("1,350": not part of a time, code, amount or measure)."""
     value = new.strip(" .,;:!?")
     if CLOCK.fullmatch(value):
         return CLOCK
@@ -66,7 +76,7 @@ def _kind(new: str) -> re.Pattern[str] | None:
     if measure and not measure.group(2).isdigit():
         unit = measure.group(2)
         return re.compile(r"\b\d+(?:[.,]\d+)?\s?(" + _unit_words(unit) + r")\b", re.I)
-    return None
+    return _PLAIN if _PLAIN.fullmatch(value) else None
 
 
 def _unit_words(unit: str) -> str:
@@ -101,8 +111,9 @@ def anchors(turn_text: str, new: str) -> set[str]:
 
 
 def _words(text: str) -> set[str]:
-    """The words of ``text``, casefolded, a possessive's "'s" or "'" dropped ("Parents'" -> "parents")."""
-    return {re.sub(r"['’]s?$", "", w.casefold()) for w in _WORD.findall(text)}
+    """The words of ``text``, casefolded, a possessive's "'s" or "'" and a label's colon dropped ("Parents'" ->
+    "parents", "Villa:" -> "villa")."""
+    return {re.sub(r"['’]s?$", "", w.casefold().rstrip(":-")) for w in _WORD.findall(text)}
 
 
 def anchored_edits(
@@ -122,15 +133,11 @@ def anchored_edits(
     done = {e.correction for e in edits}
     taken = [(e.turn_index, e.start, e.end) for e in edits]
     turns = list(turns)
-    for k, (_, new) in enumerate(pairs):
-        kind = _kind(new)
-        if kind is None or k in done:
+    for k, (_, written) in enumerate(pairs):
+        if k in done:
             continue
-        words = anchors(texts[turn], new)
-        hits = _named(texts, turns, kind, words, new) or _named(texts, turns, kind, None, new)
-        if len({_value(texts[i][a:b]) for i, a, b in hits}) != 1:
-            continue  # nothing named, or facts of different values: which one the user meant is not written
-        for i, a, b in hits:
+        new = value_of(written)[0]
+        for i, a, b in _hits(texts, turns, turn, written) or _hits(texts, turns, turn, written, sole=True):
             a, b = _number_of(texts[i], a, b, new)
             if any(t == i and s < b and a < e for t, s, e in taken):
                 continue
@@ -144,6 +151,97 @@ def anchored_edits(
                 out.append(SpanEdit(i, a, b, texts[i][a:b], after, k))
                 taken.append((i, a, b))
     return out
+
+
+def named_over_tagged(
+    texts: Sequence[str],
+    turns: Iterable[int],
+    turn: int,
+    pairs: Sequence[tuple[str | None, str]],
+    edits: Sequence[SpanEdit],
+) -> list[SpanEdit]:
+    """``edits`` without those of a correction with no old value whose anchors name a value elsewhere: when the
+    clauses naming the correction's :func:`anchors` hold one value of its kind (as :func:`anchored_edits` finds
+    them) and none of the correction's edits touches it, the tagger chose another fact of the same kind ("the
+    villa's £2,450": the flights' £1,240 was tagged); its edits go, for :func:`anchored_edits` to place."""
+    turns = list(turns)
+    dropped: set[int] = set()
+    for k, (old, new) in enumerate(pairs):
+        mine = [e for e in edits if e.correction == k]
+        hits = _hits(texts, turns, turn, new) if mine and not old else []
+        if hits and not any(
+            e.turn_index == i and e.start < b and a < e.end for e in mine for i, a, b in hits
+        ):
+            dropped.add(k)
+    return [e for e in edits if e.correction not in dropped]
+
+
+def _hits(
+    texts: Sequence[str], turns: Sequence[int], turn: int, new: str, *, sole: bool = False
+) -> list[tuple[int, int, int]]:
+    """The spans of the stale value of ``new``'s kind named by its anchors (``sole``: the only value of its kind
+    in the turns), when they all hold one value; else nothing. A new value that names its fact ("East €1.4M")
+    adds its words to the anchors."""
+    value, named = value_of(new)
+    kind = _kind(value)
+    if kind is None or (sole and kind is _PLAIN):  # a plain number is too common to be the only one meant
+        return []
+    hits = _named(texts, turns, kind, None if sole else anchors(texts[turn], new) | named, value)
+    return hits if len({_value(texts[i][a:b]) for i, a, b in hits}) == 1 else []
+
+
+def split_joined(pairs: Sequence[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
+    """``pairs`` with each new value that joins two values of one kind, the second named by its own words ("1,350
+    and Q3 1,420", "£4,600 and the crypto one £2,300"), split into its two values, each a correction of its
+    own (the words stay in the correcting turn, where :func:`anchors` reads them). A list of values ("3 and
+    5") stays whole: its second value names nothing."""
+    out: list[tuple[str | None, str]] = []
+    for old, new in pairs:
+        words = new.split()
+        cut = next(
+            (j for j, w in enumerate(words) if w.casefold() in ("and", "&") and 0 < j < len(words) - 1), 0
+        )
+        left, right = " ".join(words[:cut]).rstrip(","), [w.strip(" .,;:!?") for w in words[cut + 1 :]]
+        kind = _kind(left) if cut else None
+        valued = [
+            w for w in right if kind is not None and (other := _kind(w)) is not None and _same(kind, other)
+        ]
+        named = _words(" ".join(w for w in right if w not in valued)) - _STOP
+        if (
+            old is None
+            and len(valued) == 1
+            and named
+            and not any(_kind(w) in _WHEN for w in right if w not in valued)
+        ):
+            out += [(None, left), (None, valued[0])]
+        else:
+            out.append((old, new))
+    return out
+
+
+_WHEN = (
+    CLOCK,
+    WEEKDAY,
+    _DATE,
+)  # "10am and Friday 3pm": the day belongs to the value, it does not name a fact
+
+
+def _same(a: re.Pattern[str], b: re.Pattern[str]) -> bool:
+    return a.pattern == b.pattern
+
+
+def value_of(new: str) -> tuple[str, set[str]]:
+    """``new``'s value and the words naming its fact: ``new`` itself and none when it is one value of a known
+    kind, else, for two or three words, its one word that is ("East €1.4M" -> "€1.4M", {"east"}; a short weekday
+    does not count: "the Sun"); ``new`` and none otherwise (a restated clause names more than one fact)."""
+    if _kind(new) is not None:
+        return new, set()
+    words = new.split()
+    valued = [w for w in words if _kind(w) is not None and not (_kind(w) is WEEKDAY and len(w) < 6)]
+    if not 2 <= len(words) <= 3 or len(valued) != 1:
+        return new, set()
+    rest = " ".join(w for w in words if w is not valued[0])
+    return valued[0].strip(" .,;:!?"), {w for w in _words(rest) - _STOP if len(w) >= 3}
 
 
 def _named(

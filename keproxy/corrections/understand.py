@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from keproxy.corrections.anchors import anchored_edits, within_named_clauses
+from keproxy.corrections.anchors import anchored_edits, named_over_tagged, split_joined, within_named_clauses
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.consolidate import (
@@ -276,7 +276,7 @@ class CorrectionUnderstanding:
                 for p in parse_cues(text)
                 if p.old and grounded(p.old, said) and any(shape(w) == shape(p.old) for w in p.new.split())
             ]
-        return pairs, None
+        return split_joined(pairs), None  # "1,350 and Q3 1,420": two values
 
     def _candidates(
         self, messages: Sequence[Mapping[str, Any]], turn: int, text: str, skip: set[int]
@@ -395,6 +395,7 @@ class CorrectionUnderstanding:
                 ]
                 edits += self._restated(messages, texts, turn, new, k, flagged, skip, edits)
         edits += number_word_copies(texts, turns, edits)
+        edits = named_over_tagged(texts, turns, turn, pairs, edits)  # "the villa's £2,450": not the flights'
         edits += anchored_edits(texts, turns, turn, pairs, edits)  # facts named by words, nothing tagged
         edits = within_named_clauses(texts, turn, pairs, edits)  # "pick-up ... gate 3, drop-off ... gate 3"
         return edits + derived_edits(texts, edits)

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from keproxy.corrections.anchors import anchored_edits, anchors, within_named_clauses
+import pytest
+
+from keproxy.corrections.anchors import (
+    anchored_edits,
+    anchors,
+    named_over_tagged,
+    split_joined,
+    value_of,
+    within_named_clauses,
+)
 from keproxy.corrections.base import SpanEdit
 
 TEXTS = [
@@ -84,3 +93,60 @@ def test_a_code_is_found_by_the_words_of_its_sentence_and_a_value_already_new_is
     assert anchors(texts[2], "4C") == {"unit"}
     out = anchored_edits(texts, [0, 1], 2, [(None, "4C")], [])
     assert [(e.turn_index, e.before, e.after) for e in out] == [(1, "4E", "4C")]
+
+
+BUDGET = [
+    "Costs: flights £1,240 total, villa £2,100, car hire £380.",
+    "- Flights: £1,240\n- Villa: £2,100\n- Car hire: £380",
+    "the villa's £2,450, I forgot the cleaning fee",
+]
+
+
+def test_a_tagged_value_of_another_fact_gives_way_to_the_value_the_anchor_names() -> None:
+    tagged = [SpanEdit(0, 15, 21, "£1,240", "£2,450", 0), SpanEdit(1, 11, 17, "£1,240", "£2,450", 0)]
+    assert named_over_tagged(BUDGET, [0, 1], 2, [(None, "£2,450")], tagged) == []
+    out = anchored_edits(BUDGET, [0, 1], 2, [(None, "£2,450")], [])
+    assert [(e.turn_index, e.before, e.after) for e in out] == [
+        (0, "£2,100", "£2,450"),
+        (1, "£2,100", "£2,450"),
+    ]
+
+
+def test_a_tagged_value_the_anchor_names_stays() -> None:
+    tagged = [SpanEdit(0, 35, 41, "£2,100", "£2,450", 0)]
+    assert named_over_tagged(BUDGET, [0, 1], 2, [(None, "£2,450")], tagged) == tagged
+    # a named old value is the user's word: the anchors do not overrule it
+    flights = [SpanEdit(0, 15, 21, "£1,240", "£2,450", 0)]
+    assert named_over_tagged(BUDGET, [0, 1], 2, [("£1,240", "£2,450")], flights) == flights
+
+
+def test_a_plain_number_is_found_by_its_anchor_but_never_as_the_only_number() -> None:
+    texts = ["| Quarter | Signups |\n| Q1 | 1,240 |\n| Q2 | 1,310 |", "Q2 was 1,350"]
+    out = anchored_edits(texts, [0], 1, [(None, "1,350")], [])
+    assert [(e.before, e.after) for e in out] == [("1,310", "1,350")]
+    texts = ["An adult has 212 bones, babies around 270.", "206."]
+    assert anchored_edits(texts, [0], 1, [(None, "206")], []) == []
+
+
+@pytest.mark.parametrize(
+    ("new", "expected"),
+    [
+        ("East €1.4M", ("€1.4M", {"east"})),
+        ("Flat 3D", ("3D", {"flat"})),
+        ("16:00", ("16:00", set())),
+        ("the Sun by Kazuo Ishiguro", ("the Sun by Kazuo Ishiguro", set())),  # a clause, and "Sun" is no day
+        (
+            "The doors open at 7 pm and the show starts at 8:30 pm",
+            ("The doors open at 7 pm and the show starts at 8:30 pm", set()),
+        ),
+    ],
+)
+def test_a_value_and_the_words_naming_its_fact(new: str, expected: tuple[str, set[str]]) -> None:
+    assert value_of(new) == expected
+
+
+def test_two_joined_values_are_two_corrections_a_list_of_values_is_one() -> None:
+    assert split_joined([(None, "1,350 and Q3 1,420")]) == [(None, "1,350"), (None, "1,420")]
+    assert split_joined([(None, "£4,600 and the crypto one £2,300")]) == [(None, "£4,600"), (None, "£2,300")]
+    for whole in [(None, "3 and 5"), (None, "10am and Friday 3pm"), ("£12", "£9 and the tip £2")]:
+        assert split_joined([whole]) == [whole]

@@ -29,6 +29,13 @@ def forwarded(understanding: CorrectionUnderstanding, turns: list[str]) -> list[
 
 
 PROBES = [
+    (  # two values joined in one turn, the second named by its row: each replaces its own row
+        ["Quarterly signups for the board slide please.",
+         "| Quarter | Signups |\n|---|---|\n| Q1 | 1,240 |\n| Q2 | 1,310 |\n| Q3 | 1,480 |",
+         "Q2 was 1,350 and Q3 1,420"],
+        ["Quarterly signups for the board slide please.",
+         "| Quarter | Signups |\n|---|---|\n| Q1 | 1,240 |\n| Q2 | 1,350 |\n| Q3 | 1,420 |"],
+    ),
     (  # a weekday found by the words naming its fact; the other fact of that day, named as staying, stays
         ["Remind me: the dentist is Thursday at 10, and Thursday is also bins night.",
          "Reminders set:\n- Thursday 10:00 - dentist\n- Thursday evening - put the bins out",
