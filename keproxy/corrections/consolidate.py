@@ -168,13 +168,20 @@ def typed_candidates(sentence: str, new: str) -> list[tuple[int, int]]:
 
 def standalone(text: str, start: int, end: int, *, loose: bool) -> bool:
     """Whether ``text[start:end]`` is a whole word: not inside a longer run of letters and digits and, unless
-    ``loose``, not joined to one by ``. , : / -`` either (a common "12" is not the "12" of "12.5"; a distinctive
+    ``loose``, not joined to one by ``. , : / -`` either but for a rate's unit ("95" of "£95/hour"; a common "12"
+    is not the "12" of "12.5"; a distinctive
     "5050" is the port of "localhost:5050", "DATABASE_URL" that of "process.env.DATABASE_URL")."""
-    if not loose:
-        return widen_to_words(text, start, end) == (start, end)
+    if not loose:  # a rate's unit after a slash leaves the amount whole: "95" of "£95/hour"
+        wide = widen_to_words(text, start, end)
+        return wide == (start, end) or (
+            wide[0] == start and _PER_UNIT.fullmatch(text, end, wide[1]) is not None
+        )
     return (start == 0 or not _in_identifier(text[start - 1])) and (
         end == len(text) or not _in_identifier(text[end])
     )
+
+
+_PER_UNIT = re.compile(r"/[^\W\d_]+")
 
 
 def _in_identifier(char: str) -> bool:
@@ -382,13 +389,23 @@ def propagate(
     for f in found:
         date = date_around(texts[f.turn], f.start, f.end)  # "6" of "6 August": the date is the value copied
         text = texts[f.turn][date[0] : date[1]] if date else texts[f.turn][f.start : f.end]
-        if len(text.strip()) < 2 and not (f.named and text.strip().isdigit()):
-            continue  # one letter or digit is too common to copy, unless the user named that digit
+        # one letter or digit is too common to copy, unless the user named that digit, or the copy is written
+        # after the same word ("pitch 4" and "pitch 4")
+        single = len(text.strip()) < 2 and not (f.named and text.strip().isdigit())
+        before = _word_before(texts[f.turn], f.start)
         for turn, at, end in copies(texts, allowed, text, sentence_score, min_score=min_score):
+            if single and (not before or _word_before(texts[turn], at) != before):
+                continue
             if not any(t == turn and s < end and at < e for t, s, e in taken):
                 out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))
                 taken.add((turn, at, end))
     return out
+
+
+def _word_before(text: str, at: int) -> str:
+    """The word written just before offset ``at`` (casefolded; "" at a line's start or after punctuation)."""
+    m = re.search(r"([^\W\d_]+)[ \t]+$", text[:at])
+    return m.group(1).casefold() if m else ""
 
 
 _ZERO_CENTS = re.compile(r"[.,]00(?![\d.,]\d)")

@@ -80,6 +80,24 @@ def test_propagate_leaves_a_common_word_in_an_unrelated_sentence() -> None:
     assert {(f.turn, f.start) for f in out} == {(1, 0), (0, 18)}
 
 
+def test_propagate_copies_a_single_digit_only_after_the_same_word() -> None:
+    texts = [
+        "Meet at pitch 4 at 9:45, 4 subs on the bench.",
+        "Kick-off at Hillside, pitch 4.",
+        "it's pitch 6",
+    ]
+    found = [Found(1, 28, 29, 0, 0.9)]
+    out = propagate(texts, [0, 1], found, lambda turn, at: 0.9)
+    assert {(f.turn, f.start) for f in out} == {(1, 28), (0, 14)}  # not the "4" of "4 subs"
+
+
+def test_an_amount_before_a_rates_unit_is_a_whole_word() -> None:
+    text = "quoted 6 hours at £95/hour, 3/4 of it on Saturday"
+    at = text.index("95")
+    assert standalone(text, at, at + 2, loose=False)
+    assert not standalone(text, text.index("3/4"), text.index("3/4") + 1, loose=False)
+
+
 def test_support_prefers_the_span_next_to_the_corrected_attribute() -> None:
     texts = ["Weight: 12 kg. Height: 35 cm."]
     weight, height = Found(0, 8, 10, 0, 0.5), Found(0, 23, 25, 0, 0.5)
