@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.formats import CLOCK, CODE, WEEKDAY, in_written_format, weekday_like
 from keproxy.corrections.rewrite import replacement
+from keproxy.corrections.tagging import stale_core
 from keproxy.corrections.units import same_unit
 
 __all__ = [
@@ -162,18 +163,23 @@ def named_over_tagged(
 ) -> list[SpanEdit]:
     """``edits`` without those of a correction with no old value whose anchors name a value elsewhere: when the
     clauses naming the correction's :func:`anchors` hold one value of its kind (as :func:`anchored_edits` finds
-    them) and none of the correction's edits touches it, the tagger chose another fact of the same kind ("the
+    them) and none of the correction's edits changes it, the tagger chose another fact of the same kind ("the
     villa's £2,450": the flights' £1,240 was tagged); its edits go, for :func:`anchored_edits` to place."""
     turns = list(turns)
     dropped: set[int] = set()
     for k, (old, new) in enumerate(pairs):
         mine = [e for e in edits if e.correction == k]
         hits = _hits(texts, turns, turn, new) if mine and not old else []
-        if hits and not any(
-            e.turn_index == i and e.start < b and a < e.end for e in mine for i, a, b in hits
-        ):
+        changed = [(e.turn_index, *_changed(e)) for e in mine]
+        if hits and not any(t == i and s < b and a < e for t, s, e in changed for i, a, b in hits):
             dropped.add(k)
     return [e for e in edits if e.correction not in dropped]
+
+
+def _changed(edit: SpanEdit) -> tuple[int, int]:
+    """The words of ``edit``'s span that it changes (its start and end that it keeps left out)."""
+    a, b = stale_core(edit.before, edit.after)
+    return edit.start + a, edit.start + b
 
 
 def _hits(

@@ -150,3 +150,16 @@ def test_two_joined_values_are_two_corrections_a_list_of_values_is_one() -> None
     assert split_joined([(None, "£4,600 and the crypto one £2,300")]) == [(None, "£4,600"), (None, "£2,300")]
     for whole in [(None, "3 and 5"), (None, "10am and Friday 3pm"), ("£12", "£9 and the tip £2")]:
         assert split_joined([whole]) == [whole]
+
+
+def test_a_wide_tagged_span_counts_by_the_words_it_changes() -> None:
+    texts = [
+        "Two speakers: Dr. Haines lands at 14:20, and Dr. Kowal lands at 16:05. Both stay at the Lindenhof.",
+        "Kowal is landing 17:05, he told me",
+    ]
+    wide = texts[0][texts[0].index("14:20") : texts[0].index("16:05") + 5]
+    start = texts[0].index(wide)
+    edit = SpanEdit(0, start, start + len(wide), wide, wide.replace("14:20", "17:05", 1), 0)
+    assert named_over_tagged(texts, [0], 1, [(None, "17:05")], [edit]) == []
+    out = anchored_edits(texts, [0], 1, [(None, "17:05")], [])
+    assert [(e.before, e.after) for e in out] == [("16:05", "17:05")]
