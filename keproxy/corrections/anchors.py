@@ -164,8 +164,11 @@ def named_over_tagged(
     """``edits`` without those of a correction with no old value whose anchors name a value elsewhere: when the
     clauses naming the correction's :func:`anchors` hold one value of its kind (as :func:`anchored_edits` finds
     them) and none of the correction's edits changes it, the tagger chose another fact of the same kind ("the
-    villa's £2,450": the flights' £1,240 was tagged); its edits go, for :func:`anchored_edits` to place."""
+    villa's £2,450": the flights' £1,240 was tagged); its edits go, for :func:`anchored_edits` to place. So does
+    an edit that would write one value over several of its kind ("2000m, Saturday 2500m" -> "1800m"): a fact
+    nobody corrected would be lost."""
     turns = list(turns)
+    edits = [e for e in edits if not _loses_values(e, pairs[e.correction][1])]
     dropped: set[int] = set()
     for k, (old, new) in enumerate(pairs):
         mine = [e for e in edits if e.correction == k]
@@ -174,6 +177,15 @@ def named_over_tagged(
         if hits and not any(t == i and s < b and a < e for t, s, e in changed for i, a, b in hits):
             dropped.add(k)
     return [e for e in edits if e.correction not in dropped]
+
+
+def _loses_values(edit: SpanEdit, new: str) -> bool:
+    """Whether ``edit`` writes fewer values of ``new``'s kind than its span holds, two or more."""
+    kind = _kind(value_of(new)[0])
+    if kind is None:
+        return False
+    held = len(kind.findall(edit.before))
+    return held >= 2 and len(kind.findall(edit.after)) < held
 
 
 def _changed(edit: SpanEdit) -> tuple[int, int]:

@@ -56,6 +56,9 @@ WEEKDAY = re.compile(
     r"(?<![^\W\d_])(?:(?i:" + "|".join(_WEEKDAYS) + r")|(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun)\.?)"
     r"(?![^\W\d_])"
 )
+_MONTH_NAME = re.compile(
+    r"(?:(?i:" + "|".join(_MONTHS) + r")|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?)"
+)
 #: A short code: up to four digits and a capital letter, either way round ("3B", "B12"; "5m" is a measure).
 CODE = re.compile(r"\d{1,4}[A-Z]|[A-Z]\d{1,4}")
 _MONEY = re.compile(
@@ -194,27 +197,35 @@ def _write_name(name: str, like: str) -> str:
 
 
 def _value_kind(text: str) -> str | None:
-    """The kind of one written value: "time", "date", "weekday", "money", "percent", "code", "number" (a plain
-    number), or None (a word, a measure, several values: not told apart here)."""
+    """The kind of one written value: "time", "date", "weekday", "month", "money", "percent", "code", "number"
+    (a plain number), or None (a word, a measure, several values: not told apart here)."""
     value = text.strip(" .,;:!?()[]*")
-    for kind, pattern in (("time", CLOCK), ("weekday", WEEKDAY), ("money", _MONEY), ("percent", _PERCENT),
-                          ("code", CODE), ("number", _NUMBER)):  # fmt: skip
+    for kind, pattern in (("time", CLOCK), ("weekday", WEEKDAY), ("month", _MONTH_NAME), ("money", _MONEY),
+                          ("percent", _PERCENT), ("code", CODE), ("number", _NUMBER)):  # fmt: skip
         if pattern.fullmatch(value):
             return kind
     return "date" if _DATE.fullmatch(value) else None
 
 
+_CALENDAR = ("time", "weekday", "month", "date")
+
+
 def clashing_kinds(before: str, after: str) -> bool:
     """Whether replacing the value ``before`` with ``after`` changes what kind of value it is: a time for a
     code ("12pm" -> "3D"), an amount of money for a percentage, a plain number for a code ("12" -> "3D"). A plain
-    number may become a time, an amount or a percentage ("until 12" -> "until 11am"), a weekday a date, and a
-    value of a kind not told apart (words, measures) clashes with nothing. ``after`` may name its value ("Flat 3D": a code)."""
+    number may become a time, an amount or a percentage ("until 12" -> "until 11am"), a weekday or month a date; a day,
+    month or time never becomes a name ("Sept" -> "Lena"); a value of a kind not told apart (words, measures)
+    clashes with nothing else. ``after`` may name its value ("Flat 3D": a code)."""
     kind = _value_kind(after)
     if kind is None:
         told = {k for k in map(_value_kind, after.split()) if k is not None}
         kind = told.pop() if len(told) == 1 else None
+    if kind is None and _value_kind(before) in _CALENDAR and re.fullmatch(r"[A-Z][a-z]+", after.strip()):
+        return True  # "Sept" -> "Lena": a name is no day, month or time
     kinds = {_value_kind(before), kind}
-    if None in kinds or len(kinds) == 1 or kinds == {"weekday", "date"}:  # "Saturday" -> "Sunday 9 June"
+    if (
+        None in kinds or len(kinds) == 1 or kinds in ({"weekday", "date"}, {"month", "date"})
+    ):  # "Saturday" -> "Sunday 9 June"
         return False
     return "code" in kinds or "number" not in kinds
 

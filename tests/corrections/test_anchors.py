@@ -163,3 +163,12 @@ def test_a_wide_tagged_span_counts_by_the_words_it_changes() -> None:
     assert named_over_tagged(texts, [0], 1, [(None, "17:05")], [edit]) == []
     out = anchored_edits(texts, [0], 1, [(None, "17:05")], [])
     assert [(e.before, e.after) for e in out] == [("16:05", "17:05")]
+
+
+def test_an_edit_writing_one_value_over_two_of_its_kind_goes_and_the_anchor_places_it() -> None:
+    texts = ["Sessions: Tuesday 1500m, Thursday 2000m, Saturday 2500m.", "Thursday is 1800m."]
+    start = texts[0].index("2000m")
+    wide = SpanEdit(0, start, start + len("2000m, Saturday 2500m"), "2000m, Saturday 2500m", "1800m", 0)
+    assert named_over_tagged(texts, [0], 1, [(None, "1800m")], [wide]) == []
+    out = anchored_edits(texts, [0], 1, [(None, "1800m")], [])
+    assert [(e.before, e.after) for e in out] == [("2000", "1800")]

@@ -120,6 +120,9 @@ def test_a_weekday_is_written_as_long_and_in_the_case_of_the_texts(
         ("CAD 240", "CAD 265", False),
         ("3B", "3D", False),
         ("Tom Hale", "Tomasz Halecki", False),
+        ("Sept", "Lena", True),  # a name is no month
+        ("Thursday", "Priya", True),
+        ("December", "1 January", False),  # a month may become a date
     ],
 )
 def test_a_value_is_not_replaced_by_a_value_of_another_kind(before: str, after: str, clash: bool) -> None:
