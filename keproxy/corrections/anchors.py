@@ -43,6 +43,7 @@ _DATE = re.compile(
 _MONEY = re.compile(r"[£$€¥₹]\s?\d[\d,]*(?:\.\d+)?[kKmM]?")
 _MEASURE = re.compile(r"\b(\d+(?:[.,]\d+)?)\s?([^\W\d_]+)")
 _WORD = re.compile(r"[\w:'’-]+")
+_ORDINAL = re.compile(r"(?:\bthe\s+)?\b\d{1,2}(?:st|nd|rd|th)\b", re.I)
 _PLAIN = re.compile(
     r"(?<![\w.,:/£$€¥₹+-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w%°:/+]|[.,]\d|\s?[^\W\d_])"
 )
@@ -73,6 +74,8 @@ def _kind(new: str) -> re.Pattern[str] | None:
     money = _MONEY.fullmatch(value)
     if money:
         return re.compile(re.escape(value[0]) + r"\s?\d[\d,]*(?:\.\d+)?[kKmM]?")
+    if _ORDINAL.fullmatch(value):  # "the 28th": a day of the month, not 28 of a unit "th"
+        return _ORDINAL
     measure = _MEASURE.fullmatch(value)
     if measure and not measure.group(2).isdigit():
         unit = measure.group(2)
@@ -90,11 +93,11 @@ def _unit_words(unit: str) -> str:
     return "|".join(sorted((re.escape(f) for f in forms if f), key=len, reverse=True))
 
 
-def anchors(turn_text: str, new: str) -> set[str]:
+def anchors(turn_text: str, new: str, *, widen: bool = True) -> set[str]:
     """The content words (casefolded, possessives dropped) of the clause of ``turn_text`` that states ``new``:
     its words that are not ``new``'s own, not function or cue words, and of three letters or more (or holding a
-    digit, "1:1"); the words of its sentence when the clause has none ("wrong flat number in there, mine is
-    3B")."""
+    digit, "1:1"); the words of its sentence when the clause has none and ``widen`` ("wrong flat number in
+    there, mine is 3B")."""
     at = turn_text.find(new)
     if at < 0:
         return set()
@@ -108,7 +111,8 @@ def anchors(turn_text: str, new: str) -> set[str]:
 
     # the clause's words; when it has none ("wrong flat number in there, mine is 3B"), its sentence's
     sentence = max((m.end() for m in re.finditer(r"[.!?\n]", turn_text[:at])), default=0)
-    return content(turn_text[start : at + len(new)]) or content(turn_text[sentence : at + len(new)])
+    words = content(turn_text[start : at + len(new)])
+    return words or (content(turn_text[sentence : at + len(new)]) if widen else set())
 
 
 def _words(text: str) -> set[str]:
@@ -162,8 +166,9 @@ def named_over_tagged(
     edits: Sequence[SpanEdit],
 ) -> list[SpanEdit]:
     """``edits`` without those of a correction with no old value whose anchors name a value elsewhere: when the
-    clauses naming the correction's :func:`anchors` hold one value of its kind (as :func:`anchored_edits` finds
-    them) and none of the correction's edits changes it, the tagger chose another fact of the same kind ("the
+    clauses naming the correction's :func:`anchors` (its own clause's, never its sentence's) hold one value of its
+    kind (as :func:`anchored_edits` finds them) and the correction's edits change none of it, each in a clause
+    that names no anchor, the tagger chose another fact of the same kind ("the
     villa's £2,450": the flights' £1,240 was tagged); its edits go, for :func:`anchored_edits` to place. So does
     an edit that would write one value over several of its kind ("2000m, Saturday 2500m" -> "1800m"): a fact
     nobody corrected would be lost."""
@@ -172,16 +177,29 @@ def named_over_tagged(
     dropped: set[int] = set()
     for k, (old, new) in enumerate(pairs):
         mine = [e for e in edits if e.correction == k]
-        hits = _hits(texts, turns, turn, new) if mine and not old else []
+        hits = _hits(texts, turns, turn, new, widen=False) if mine and not old else []
         changed = [(e.turn_index, *_changed(e)) for e in mine]
-        if hits and not any(t == i and s < b and a < e for t, s, e in changed for i, a, b in hits):
+        words = anchors(texts[turn], new, widen=False) | value_of(new)[1]
+        unnamed = not any(_words(_clause(texts[t], s)) & words for t, s, _ in changed)
+        if (
+            hits
+            and unnamed
+            and not any(t == i and s < b and a < e for t, s, e in changed for i, a, b in hits)
+        ):
             dropped.add(k)
     return [e for e in edits if e.correction not in dropped]
 
 
+def _clause(text: str, at: int) -> str:
+    """The clause (:data:`_CLAUSE`) of ``text`` holding offset ``at``."""
+    return next((m.group() for m in _CLAUSE.finditer(text) if m.start() <= at < m.end()), "")
+
+
 def _loses_values(edit: SpanEdit, new: str) -> bool:
-    """Whether ``edit`` writes fewer values of ``new``'s kind than its span holds, two or more."""
-    kind = _kind(value_of(new)[0])
+    """Whether ``edit`` writes fewer values of ``new``'s kind than its span holds, two or more (the kind of its
+    one value when ``new`` has words around it: "58.44 g/mol")."""
+    kinds = [k for k in map(_kind, new.split()) if k is not None]
+    kind = _kind(value_of(new)[0]) or (kinds[0] if len(kinds) == 1 else None)
     if kind is None:
         return False
     held = len(kind.findall(edit.before))
@@ -195,7 +213,7 @@ def _changed(edit: SpanEdit) -> tuple[int, int]:
 
 
 def _hits(
-    texts: Sequence[str], turns: Sequence[int], turn: int, new: str, *, sole: bool = False
+    texts: Sequence[str], turns: Sequence[int], turn: int, new: str, *, sole: bool = False, widen: bool = True
 ) -> list[tuple[int, int, int]]:
     """The spans of the stale value of ``new``'s kind named by its anchors (``sole``: the only value of its kind
     in the turns), when they all hold one value; else nothing. A new value that names its fact ("East €1.4M")
@@ -204,7 +222,7 @@ def _hits(
     kind = _kind(value)
     if kind is None or (sole and kind is _PLAIN):  # a plain number is too common to be the only one meant
         return []
-    hits = _named(texts, turns, kind, None if sole else anchors(texts[turn], new) | named, value)
+    hits = _named(texts, turns, kind, None if sole else anchors(texts[turn], new, widen=widen) | named, value)
     return hits if len({_value(texts[i][a:b]) for i, a, b in hits}) == 1 else []
 
 
@@ -250,13 +268,14 @@ def _same(a: re.Pattern[str], b: re.Pattern[str]) -> bool:
 
 def value_of(new: str) -> tuple[str, set[str]]:
     """``new``'s value and the words naming its fact: ``new`` itself and none when it is one value of a known
-    kind, else, for two or three words, its one word that is ("East €1.4M" -> "€1.4M", {"east"}; a short weekday
-    does not count: "the Sun"); ``new`` and none otherwise (a restated clause names more than one fact)."""
+    kind, else, for two or three words that end in the only such word, that word and the words before it, a
+    label ("East €1.4M" -> "€1.4M", {"east"}; a short weekday does not count: "the Sun"); ``new`` and none
+    otherwise ("every 28 days": the words after a number are its unit; a restated clause names several facts)."""
     if _kind(new) is not None:
         return new, set()
     words = new.split()
     valued = [w for w in words if _kind(w) is not None and not (_kind(w) is WEEKDAY and len(w) < 6)]
-    if not 2 <= len(words) <= 3 or len(valued) != 1:
+    if not 2 <= len(words) <= 3 or valued != words[-1:]:  # a label, then the value ("every 28 days": no)
         return new, set()
     rest = " ".join(w for w in words if w is not valued[0])
     return valued[0].strip(" .,;:!?"), {w for w in _words(rest) - _STOP if len(w) >= 3}

@@ -172,3 +172,25 @@ def test_an_edit_writing_one_value_over_two_of_its_kind_goes_and_the_anchor_plac
     assert named_over_tagged(texts, [0], 1, [(None, "1800m")], [wide]) == []
     out = anchored_edits(texts, [0], 1, [(None, "1800m")], [])
     assert [(e.before, e.after) for e in out] == [("2000", "1800")]
+
+
+def test_a_tagged_value_in_a_clause_naming_the_anchor_is_not_overruled() -> None:
+    texts = [
+        "Ferries: Paros to Naxos 15:00 (arrives 15:45), then the bus.",
+        "You'll have lunch on Paros and reach Naxos at 15:45.",
+        "Paros to Naxos goes at 16:30 now",
+    ]
+    at = texts[0].index("15:00")
+    tagged = [SpanEdit(0, at, at + 5, "15:00", "16:30", 0)]
+    assert named_over_tagged(texts, [0, 1], 2, [(None, "16:30")], tagged) == tagged
+
+
+def test_the_override_reads_the_values_own_clause_only() -> None:
+    texts = [
+        "Parcel A (2.4 kg, books). Parcel B (6.1 kg, kitchenware) is above 5 kg.",
+        "the kitchenware one is lighter than I told you, 5.1 kg",
+    ]
+    at = texts[0].index("6.1")
+    tagged = [SpanEdit(0, at, at + 3, "6.1", "5.1", 0)]
+    assert anchors(texts[1], "5.1 kg", widen=False) == set()
+    assert named_over_tagged(texts, [0], 1, [(None, "5.1 kg")], tagged) == tagged
