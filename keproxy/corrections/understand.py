@@ -57,7 +57,7 @@ from keproxy.corrections.counts import (
     with_counted_noun,
     written_like,
 )
-from keproxy.corrections.derived import derived_edits
+from keproxy.corrections.derived import follow_on_edits
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.formats import clashing_kinds, written_run
@@ -398,7 +398,7 @@ class CorrectionUnderstanding:
         edits = named_over_tagged(texts, turns, turn, pairs, edits)  # "the villa's £2,450": not the flights'
         edits += anchored_edits(texts, turns, turn, pairs, edits)  # facts named by words, nothing tagged
         edits = within_named_clauses(texts, turn, pairs, edits)  # "pick-up ... gate 3, drop-off ... gate 3"
-        return edits + derived_edits(texts, edits)
+        return edits + follow_on_edits(texts, turns, edits)
 
     def _named_anywhere(
         self,

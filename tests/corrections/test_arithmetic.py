@@ -6,7 +6,7 @@ import pytest
 
 from keproxy.corrections.arithmetic import equations
 from keproxy.corrections.base import SpanEdit, apply_spans
-from keproxy.corrections.derived import derived_edits
+from keproxy.corrections.derived import derived_edits, follow_on_edits
 
 
 def edit(text: str, before: str, after: str, nth: int = 0) -> SpanEdit:
@@ -196,3 +196,17 @@ def test_a_total_itemised_in_brackets_after_it_follows_its_items() -> None:
     )
     text = "The total is €930 (paid €420 so far, €310 due)."  # the bracket does not add up to it
     assert derived_edits([text], [edit(text, "310", "350")]) == []
+
+
+def test_a_derived_result_restated_in_a_later_turn_changes_there_and_derives_again() -> None:
+    texts = [
+        "Net: 40 × €65 = €2,600. VAT at 21%: €546.",
+        "ok, and 2% off the net if they pay early?",
+        "2% of €2,600 is €52, so the net drops to €2,548.",
+    ]
+    rate = SpanEdit(0, texts[0].index("65"), texts[0].index("65") + 2, "65", "70", 0)
+    out = follow_on_edits(texts, [0, 1, 2], [rate])
+    assert [(e.turn_index, e.before, e.after) for e in out if e.turn_index == 2][:2] == [
+        (2, "2,600", "2,800"),
+        (2, "52", "56"),
+    ]
