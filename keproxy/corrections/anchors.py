@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.formats import CLOCK, CODE, WEEKDAY, in_written_format, weekday_like
 from keproxy.corrections.rewrite import replacement
+from keproxy.corrections.spans import fold
 from keproxy.corrections.tagging import stale_core
 from keproxy.corrections.units import same_unit
 
@@ -260,6 +261,30 @@ _WHEN = (
     WEEKDAY,
     _DATE,
 )  # "10am and Friday 3pm": the day belongs to the value, it does not name a fact
+
+
+def old_beside(
+    pairs: Sequence[tuple[str | None, str]], turn_text: str, history: str
+) -> list[tuple[str | None, str]]:
+    """``pairs`` with the old value of a one-correction turn that the tagger left unnamed when the new value's
+    sentence writes one other value of its kind that the chat stated before ("it's €99 on the shelf, the €89
+    was last week's promo": old €89). ``history``: the earlier turns, :func:`~keproxy.corrections.spans.fold`-ed.
+    A value in another sentence is left ("... is wednesday. piano is still tuesday")."""
+    if len(pairs) != 1 or pairs[0][0] is not None:
+        return list(pairs)
+    new = pairs[0][1]
+    kind, at = _kind(value_of(new)[0]), turn_text.find(new)
+    if kind is None or kind is _PLAIN or at < 0:
+        return list(pairs)
+    start = max((m.end() for m in re.finditer(r"[.!?\n]", turn_text[:at])), default=0)
+    end = next(
+        (m.start() for m in re.finditer(r"[.!?\n]", turn_text[at + len(new) :])),
+        len(turn_text) - at - len(new),
+    )
+    sentence = turn_text[start : at + len(new) + end]
+    others = {m.group() for m in kind.finditer(sentence) if _value(m.group()) != _value(value_of(new)[0])}
+    stated = [o for o in others if f" {fold(o)} " in f" {history} "]
+    return [(stated[0], new)] if len(stated) == 1 == len(others) else list(pairs)
 
 
 def _same(a: re.Pattern[str], b: re.Pattern[str]) -> bool:

@@ -364,9 +364,11 @@ def one_fact(
             continue
         fits = [fit(f) for f in mine]
         keys = {key(f) for f, v in zip(mine, fits, strict=True) if v >= max(fits) - margin}
-        if len(keys) > 1:
+        if len(keys) > 1:  # ties: the better single span, then the value written first (never set order)
             total = {c: sum(v for f, v in zip(mine, fits, strict=True) if key(f) == c) for c in keys}
-            keys = {max(keys, key=lambda c: total[c])}
+            best = {c: max(v for f, v in zip(mine, fits, strict=True) if key(f) == c) for c in keys}
+            first = {c: min((f.turn, f.start) for f in mine if key(f) == c) for c in keys}
+            keys = {max(sorted(keys, key=first.__getitem__), key=lambda c: (total[c], best[c]))}
         out += [f for f in mine if key(f) in keys]
     return out
 

@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from keproxy.corrections.anchors import anchored_edits, named_over_tagged, split_joined, within_named_clauses
+from keproxy.corrections.anchors import (
+    anchored_edits,
+    named_over_tagged,
+    old_beside,
+    split_joined,
+    within_named_clauses,
+)
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.consolidate import (
@@ -276,7 +282,7 @@ class CorrectionUnderstanding:
                 for p in parse_cues(text)
                 if p.old and grounded(p.old, said) and any(shape(w) == shape(p.old) for w in p.new.split())
             ]
-        return split_joined(pairs), None  # "1,350 and Q3 1,420": two values
+        return old_beside(split_joined(pairs), text, history), None  # "1,350 and Q3 1,420": two values
 
     def _candidates(
         self, messages: Sequence[Mapping[str, Any]], turn: int, text: str, skip: set[int]

@@ -58,6 +58,15 @@ def test_one_fact_drops_a_value_that_fits_much_worse() -> None:
     assert kept == good
 
 
+@pytest.mark.parametrize("order", [0, 1])
+def test_one_fact_breaks_a_tie_by_the_value_written_first_never_by_set_order(order: int) -> None:
+    texts = ["Bosch KGN36: 186 cm tall, Beko CFG4686: 182 cm tall."]
+    spans = [Found(0, 6, 11, 0, 0.5), Found(0, 13, 16, 0, 0.5), Found(0, 31, 38, 0, 0.5)]
+    found = spans if order == 0 else spans[::-1]
+    kept = one_fact(found, texts, lambda f: 0.5)
+    assert [texts[0][f.start : f.end] for f in kept] == ["KGN36"]
+
+
 def test_propagate_reaches_every_copy_of_a_distinctive_value() -> None:
     texts = ["wifi is Calder-Guest", "Join Calder-Guest. Password on the card.", "thanks"]
     found = [Found(1, 5, 17, 0, 0.8)]
