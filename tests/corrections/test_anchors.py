@@ -8,11 +8,13 @@ from keproxy.corrections.anchors import (
     anchored_edits,
     anchors,
     named_over_tagged,
+    old_beside,
     split_joined,
     value_of,
     within_named_clauses,
 )
 from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.spans import fold
 
 TEXTS = [
     "Schedule: standup 9:30, design review 11:00, lunch 12:30, 1:1 with Ana 15:00.",
@@ -194,3 +196,16 @@ def test_the_override_reads_the_values_own_clause_only() -> None:
     tagged = [SpanEdit(0, at, at + 3, "6.1", "5.1", 0)]
     assert anchors(texts[1], "5.1 kg", widen=False) == set()
     assert named_over_tagged(texts, [0], 1, [(None, "5.1 kg")], tagged) == tagged
+
+
+def test_the_old_value_written_beside_the_new_one_is_named() -> None:
+    history = fold("The AF-550 is 5.5 L and €89; the Brio is €74. The price gap is only €15.")
+    turn = (
+        "the price I gave you for the bigger one is off, it's €99 on the shelf, the €89 was last week's promo"
+    )
+    assert old_beside([(None, "€99")], turn, history) == [("€89", "€99")]
+    # a value of the kind in another sentence, or one the chat never stated, names nothing
+    assert old_beside(
+        [(None, "wednesday")], "no, it's wednesday. piano is still tuesday", fold("on Tuesday")
+    ) == [(None, "wednesday")]
+    assert old_beside([(None, "€99")], "it's €99, not the €95 I said", history) == [(None, "€99")]
