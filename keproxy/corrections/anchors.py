@@ -1,19 +1,26 @@
-"""Stale values found by the words that name their fact, for corrections the stale tagger located nothing for.
+"""Stale values found by the words that name their fact: where the stale tagger located nothing, or another fact.
 
 In a multi-fact turn ("Design review moved to 14:00 and the 1:1 is at 16:00.") each new value comes with words
 that name its fact ("the 1:1"). When no span was located for one of the corrections, :func:`anchored_edits` reads
-those words (the *anchors*: the content words of the new value's clause in the correcting turn) and looks, in the
-earlier turns, for the clauses (a line, or a part of a sentence between commas and semicolons) that hold an
-anchor and exactly one value of the new value's kind: a clock time, a calendar date, an amount in the same
-currency, or a number with the same unit. That value is the stale one ("1:1 with Ana 15:00" -> "16:00").
+those words (the *anchors*: the content words of the new value's clause in the correcting turn, or of its
+sentence when the clause has none) and looks, in the earlier turns, for the clauses (a line, or a part of a
+sentence between commas and semicolons) that hold an anchor and exactly one value of the new value's kind: a
+clock time, a weekday, a short code ("3B"), a calendar date or ordinal day, an amount in the same currency, a
+number with the same unit, or a plain number. That value is the stale one ("1:1 with Ana 15:00" -> "16:00").
+With no clause named, the one value of the kind the chat mentions, if it mentions one (never a plain number).
 
-:func:`within_named_clauses` uses the same words the other way: in a sentence that states two facts of one kind
-("Pick-up is at 8:00 from gate 3, drop-off at 17:00 at gate 3"), a correction whose words name one of them
-("Pick-up is from gate 5.") changes the value in the clause that names it, not the same value in the other.
+:func:`named_over_tagged` uses them against the tagger: when the value's own clause names a clause holding one
+value of its kind and the tagger's edits lie in clauses naming none of the anchors, the tagger chose another
+fact ("the villa's £2,450" tagged the flights' £1,240), and the anchored value takes its place; an edit writing
+one value over several of its kind goes too. :func:`within_named_clauses`: in a sentence that states two facts
+of one kind ("Pick-up is at 8:00 from gate 3, drop-off at 17:00 at gate 3"), a correction whose words name one
+of them ("Pick-up is from gate 5.") changes the value in the clause that names it, not the same value in the
+other. The value's words also shape the pairs: a label before the value ("East €1.4M", :func:`value_of`), two
+joined values (:func:`split_joined`), an old value written beside the new one (:func:`old_beside`).
 
 A clause with two values of the kind (which one is meant is not written) or none is left alone; so are clauses
 of different values (the anchor names two facts: "bake ... 30 minutes" in a lasagne recipe, "bake ... 50
-minutes" in a wings recipe), and every correction that already has a located span.
+minutes" in a wings recipe).
 """
 
 from __future__ import annotations
@@ -169,10 +176,10 @@ def named_over_tagged(
     """``edits`` without those of a correction with no old value whose anchors name a value elsewhere: when the
     clauses naming the correction's :func:`anchors` (its own clause's, never its sentence's) hold one value of its
     kind (as :func:`anchored_edits` finds them) and the correction's edits change none of it, each in a clause
-    that names no anchor, the tagger chose another fact of the same kind ("the
-    villa's £2,450": the flights' £1,240 was tagged); its edits go, for :func:`anchored_edits` to place. So does
-    an edit that would write one value over several of its kind ("2000m, Saturday 2500m" -> "1800m"): a fact
-    nobody corrected would be lost."""
+    that names no anchor, the tagger chose another fact of the same kind ("the villa's £2,450": the flights'
+    £1,240 was tagged); its edits go, for :func:`anchored_edits` to place. So does an edit that would write one
+    value over several of its kind ("2000m, Saturday 2500m" -> "1800m"): a fact nobody corrected would be
+    lost."""
     turns = list(turns)
     edits = [e for e in edits if not _loses_values(e, pairs[e.correction][1])]
     dropped: set[int] = set()
