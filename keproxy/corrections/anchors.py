@@ -276,7 +276,14 @@ def old_beside(
     """``pairs`` with the old value of a one-correction turn that the tagger left unnamed when the new value's
     sentence writes one other value of its kind that the chat stated before ("it's €99 on the shelf, the €89
     was last week's promo": old €89). ``history``: the earlier turns, :func:`~keproxy.corrections.spans.fold`-ed.
-    A value in another sentence is left ("... is wednesday. piano is still tuesday")."""
+    A value in another sentence is left ("... is wednesday. piano is still tuesday"). A new value the user
+    presents as what was written ("12:00 like in my notes, you put 14:00") is the old one, the other the new."""
+    if len(pairs) == 2 and pairs[0][0] is None is pairs[1][0]:  # both tagged new: one is what was written
+        (_, a), (_, b) = pairs
+        kind_a, kind_b = _kind(value_of(a)[0]), _kind(value_of(b)[0])
+        written = [v for v in (a, b) if _said_written(turn_text, v)]
+        if kind_a is not None and kind_b is not None and _same(kind_a, kind_b) and len(written) == 1:
+            return [(written[0], b if written[0] == a else a)]
     if len(pairs) != 1 or pairs[0][0] is not None:
         return list(pairs)
     new = pairs[0][1]
@@ -290,8 +297,23 @@ def old_beside(
     )
     sentence = turn_text[start : at + len(new) + end]
     others = {m.group() for m in kind.finditer(sentence) if _value(m.group()) != _value(value_of(new)[0])}
+    if len(others) == 1 and _said_written(turn_text, new):
+        return [(new, others.pop())]  # "12:00 like in my notes, you put 14:00": 14:00 is what was written
     stated = [o for o in others if f" {fold(o)} " in f" {history} "]
     return [(stated[0], new)] if len(stated) == 1 == len(others) else list(pairs)
+
+
+def _said_written(turn_text: str, value: str) -> bool:
+    """Whether ``turn_text`` presents ``value`` as what the assistant wrote ("you put 14:00"): the old value."""
+    at = turn_text.find(value)
+    return at >= 0 and _YOU_WROTE.search(turn_text[max(0, at - 30) : at]) is not None
+
+
+#: Words that present the value after them as what the assistant wrote: the old value ("you put 14:00").
+_YOU_WROTE = re.compile(
+    r"\byou(?:'ve| have)?\s+(?:put|wrote|written|typed|said|gave|listed|used|had)(?:\s+(?:down|in|it as))?\s*$",
+    re.IGNORECASE,
+)
 
 
 def _same(a: re.Pattern[str], b: re.Pattern[str]) -> bool:

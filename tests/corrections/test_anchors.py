@@ -209,3 +209,16 @@ def test_the_old_value_written_beside_the_new_one_is_named() -> None:
         [(None, "wednesday")], "no, it's wednesday. piano is still tuesday", fold("on Tuesday")
     ) == [(None, "wednesday")]
     assert old_beside([(None, "€99")], "it's €99, not the €95 I said", history) == [(None, "€99")]
+
+
+def test_a_value_the_user_says_was_written_is_the_old_one() -> None:
+    history = fold("Meds: metformin 08:00 + 18:00. Sheet: metformin at 08:00 and 19:00.")
+    turn = "the evening metformin is 18:00 as in my list, you wrote 19:00. the rest is fine"
+    assert old_beside([(None, "18:00"), (None, "19:00")], turn, history) == [("19:00", "18:00")]
+    assert old_beside([(None, "19:00")], turn, history) == [("19:00", "18:00")]
+    # without "you wrote" two new values stay two corrections
+    plain = "metformin is 18:00 and the insulin 19:00"
+    assert old_beside([(None, "18:00"), (None, "19:00")], plain, history) == [
+        (None, "18:00"),
+        (None, "19:00"),
+    ]
