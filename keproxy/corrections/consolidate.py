@@ -168,9 +168,9 @@ def typed_candidates(sentence: str, new: str) -> list[tuple[int, int]]:
 
 def standalone(text: str, start: int, end: int, *, loose: bool) -> bool:
     """Whether ``text[start:end]`` is a whole word: not inside a longer run of letters and digits and, unless
-    ``loose``, not joined to one by ``. , : / -`` either but for a rate's unit ("95" of "£95/hour"; a common "12"
-    is not the "12" of "12.5"; a distinctive
-    "5050" is the port of "localhost:5050", "DATABASE_URL" that of "process.env.DATABASE_URL")."""
+    ``loose``, not joined to one by ``. , : / -`` either, but for a rate's unit after a slash ("95" of "£95/hour";
+    a common "12" is not the "12" of "12.5"; a distinctive "5050" is the port of "localhost:5050",
+    "DATABASE_URL" that of "process.env.DATABASE_URL")."""
     if not loose:  # a rate's unit after a slash leaves the amount whole: "95" of "£95/hour"
         wide = widen_to_words(text, start, end)
         return wide == (start, end) or (

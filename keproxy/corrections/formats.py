@@ -208,14 +208,18 @@ def _value_kind(text: str) -> str | None:
 
 
 _CALENDAR = ("time", "weekday", "month", "date")
+_COMPATIBLE = (
+    {"weekday", "date"},
+    {"month", "date"},
+)  # "Saturday" -> "Sunday 9 June", "December" -> "1 January"
 
 
 def clashing_kinds(before: str, after: str) -> bool:
     """Whether replacing the value ``before`` with ``after`` changes what kind of value it is: a time for a
-    code ("12pm" -> "3D"), an amount of money for a percentage, a plain number for a code ("12" -> "3D"). A plain
-    number may become a time, an amount or a percentage ("until 12" -> "until 11am"), a weekday or month a date; a day,
-    month or time never becomes a name ("Sept" -> "Lena"); a value of a kind not told apart (words, measures)
-    clashes with nothing else. ``after`` may name its value ("Flat 3D": a code)."""
+    code ("12pm" -> "3D"), an amount of money for a percentage, a plain number for a code ("12" -> "3D"). A
+    plain number may become a time, an amount or a percentage ("until 12" -> "until 11am"), a weekday or month a
+    date; a day, month or time never becomes a name ("Sept" -> "Lena"); a value of a kind not told apart (words,
+    measures) clashes with nothing else. ``after`` may name its value ("Flat 3D": a code)."""
     kind = _value_kind(after)
     if kind is None:
         told = {k for k in map(_value_kind, after.split()) if k is not None}
@@ -223,9 +227,7 @@ def clashing_kinds(before: str, after: str) -> bool:
     if kind is None and _value_kind(before) in _CALENDAR and re.fullmatch(r"[A-Z][a-z]+", after.strip()):
         return True  # "Sept" -> "Lena": a name is no day, month or time
     kinds = {_value_kind(before), kind}
-    if (
-        None in kinds or len(kinds) == 1 or kinds in ({"weekday", "date"}, {"month", "date"})
-    ):  # "Saturday" -> "Sunday 9 June"
+    if None in kinds or len(kinds) == 1 or kinds in _COMPATIBLE:
         return False
     return "code" in kinds or "number" not in kinds
 
