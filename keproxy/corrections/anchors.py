@@ -39,6 +39,7 @@ __all__ = [
     "anchored_edits",
     "anchors",
     "named_over_tagged",
+    "old_beside",
     "split_joined",
     "value_of",
     "within_named_clauses",
@@ -118,9 +119,15 @@ def anchors(turn_text: str, new: str, *, widen: bool = True) -> set[str]:
         return {w for w in _words(part) - own - _STOP if len(w) >= 3 or any(c.isdigit() for c in w)}
 
     # the clause's words; when it has none ("wrong flat number in there, mine is 3B"), its sentence's
-    sentence = max((m.end() for m in re.finditer(r"[.!?\n]", turn_text[:at])), default=0)
     words = content(turn_text[start : at + len(new)])
-    return words or (content(turn_text[sentence : at + len(new)]) if widen else set())
+    return words or (content(turn_text[_sentence(turn_text, at, at)[0] : at + len(new)]) if widen else set())
+
+
+def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
+    """(start, end) of the sentence or line of ``text`` holding ``text[start:end]``."""
+    opens = max((m.end() for m in re.finditer(r"[.!?\n]", text[:start])), default=0)
+    closes = re.search(r"[.!?\n]", text[end:])
+    return opens, end + closes.start() if closes else len(text)
 
 
 def _words(text: str) -> set[str]:
@@ -150,7 +157,8 @@ def anchored_edits(
         if k in done:
             continue
         new = value_of(written)[0]
-        for i, a, b in _hits(texts, turns, turn, written) or _hits(texts, turns, turn, written, sole=True):
+        words = _anchor_words(texts[turn], written)
+        for i, a, b in _hits(texts, turns, written, words) or _hits(texts, turns, written, None):
             a, b = _number_of(texts[i], a, b, new)
             if any(t == i and s < b and a < e for t, s, e in taken):
                 continue
@@ -185,9 +193,11 @@ def named_over_tagged(
     dropped: set[int] = set()
     for k, (old, new) in enumerate(pairs):
         mine = [e for e in edits if e.correction == k]
-        hits = _hits(texts, turns, turn, new, widen=False) if mine and not old else []
+        if not mine or old:
+            continue
+        words = _anchor_words(texts[turn], new, widen=False)
+        hits = _hits(texts, turns, new, words)
         changed = [(e.turn_index, *_changed(e)) for e in mine]
-        words = anchors(texts[turn], new, widen=False) | value_of(new)[1]
         unnamed = not any(_words(_clause(texts[t], s)) & words for t, s, _ in changed)
         if (
             hits
@@ -221,17 +231,21 @@ def _changed(edit: SpanEdit) -> tuple[int, int]:
 
 
 def _hits(
-    texts: Sequence[str], turns: Sequence[int], turn: int, new: str, *, sole: bool = False, widen: bool = True
+    texts: Sequence[str], turns: Sequence[int], new: str, words: set[str] | None
 ) -> list[tuple[int, int, int]]:
-    """The spans of the stale value of ``new``'s kind named by its anchors (``sole``: the only value of its kind
-    in the turns), when they all hold one value; else nothing. A new value that names its fact ("East €1.4M")
-    adds its words to the anchors."""
-    value, named = value_of(new)
+    """The spans of the stale value of ``new``'s kind named by ``words`` (:func:`_anchor_words`; None: the only
+    value of its kind in the turns), when they all hold one value; else nothing."""
+    value = value_of(new)[0]
     kind = _kind(value)
-    if kind is None or (sole and kind is _PLAIN):  # a plain number is too common to be the only one meant
+    if kind is None or (words is None and kind is _PLAIN):  # a plain number is too common to be the only one
         return []
-    hits = _named(texts, turns, kind, None if sole else anchors(texts[turn], new, widen=widen) | named, value)
+    hits = _named(texts, turns, kind, words, value)
     return hits if len({_value(texts[i][a:b]) for i, a, b in hits}) == 1 else []
+
+
+def _anchor_words(turn_text: str, new: str, *, widen: bool = True) -> set[str]:
+    """:func:`anchors`, and the words of a new value that names its fact ("East €1.4M": "east")."""
+    return anchors(turn_text, new, widen=widen) | value_of(new)[1]
 
 
 def split_joined(pairs: Sequence[tuple[str | None, str]]) -> list[tuple[str | None, str]]:
@@ -263,11 +277,8 @@ def split_joined(pairs: Sequence[tuple[str | None, str]]) -> list[tuple[str | No
     return out
 
 
-_WHEN = (
-    CLOCK,
-    WEEKDAY,
-    _DATE,
-)  # "10am and Friday 3pm": the day belongs to the value, it does not name a fact
+#: Kinds that belong to a value rather than name a fact ("10am and Friday 3pm": the day is part of the value).
+_WHEN = (CLOCK, WEEKDAY, _DATE)
 
 
 def old_beside(
@@ -287,16 +298,12 @@ def old_beside(
     if len(pairs) != 1 or pairs[0][0] is not None:
         return list(pairs)
     new = pairs[0][1]
-    kind, at = _kind(value_of(new)[0]), turn_text.find(new)
+    value = value_of(new)[0]
+    kind, at = _kind(value), turn_text.find(new)
     if kind is None or kind is _PLAIN or at < 0:
         return list(pairs)
-    start = max((m.end() for m in re.finditer(r"[.!?\n]", turn_text[:at])), default=0)
-    end = next(
-        (m.start() for m in re.finditer(r"[.!?\n]", turn_text[at + len(new) :])),
-        len(turn_text) - at - len(new),
-    )
-    sentence = turn_text[start : at + len(new) + end]
-    others = {m.group() for m in kind.finditer(sentence) if _value(m.group()) != _value(value_of(new)[0])}
+    sentence = turn_text[slice(*_sentence(turn_text, at, at + len(new)))]
+    others = {m.group() for m in kind.finditer(sentence) if _value(m.group()) != _value(value)}
     if len(others) == 1 and _said_written(turn_text, new):
         return [(new, others.pop())]  # "12:00 like in my notes, you put 14:00": 14:00 is what was written
     stated = [o for o in others if f" {fold(o)} " in f" {history} "]
@@ -374,17 +381,14 @@ def within_named_clauses(
     another of its edits in the same sentence lies in a clause that names one (the sentence states two facts of
     the value's kind, and the user named one)."""
 
-    def clause_words(i: int, at: int) -> set[str]:
-        for m in _CLAUSE.finditer(texts[i]):
-            if m.start() <= at < m.end():
-                return _words(m.group())
-        return set()
-
     def sentence(i: int, at: int) -> tuple[int, int]:
         return i, max(texts[i].rfind(mark, 0, at) for mark in ".!?\n")  # (turn, the mark that opens it)
 
     named = {k: anchors(texts[turn], new) for k, (_, new) in enumerate(pairs)}
-    hits = {id(e): bool(clause_words(e.turn_index, e.start) & named.get(e.correction, set())) for e in edits}
+    hits = {
+        id(e): bool(_words(_clause(texts[e.turn_index], e.start)) & named.get(e.correction, set()))
+        for e in edits
+    }
     anchored = {(e.correction, sentence(e.turn_index, e.start)) for e in edits if hits[id(e)]}
     return [
         e for e in edits if hits[id(e)] or (e.correction, sentence(e.turn_index, e.start)) not in anchored

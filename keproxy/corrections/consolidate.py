@@ -51,6 +51,7 @@ __all__ = [
     "typed_candidates",
     "value_key",
     "whole_token",
+    "word_before",
 ]
 
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
@@ -394,9 +395,9 @@ def propagate(
         # one letter or digit is too common to copy, unless the user named that digit, or the copy is written
         # after the same word ("pitch 4" and "pitch 4")
         single = len(text.strip()) < 2 and not (f.named and text.strip().isdigit())
-        before = _word_before(texts[f.turn], f.start)
+        before = word_before(texts[f.turn], f.start).casefold()
         for turn, at, end in copies(texts, allowed, text, sentence_score, min_score=min_score):
-            if single and (not before or _word_before(texts[turn], at) != before):
+            if single and (not before or word_before(texts[turn], at).casefold() != before):
                 continue
             if not any(t == turn and s < end and at < e for t, s, e in taken):
                 out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))
@@ -404,10 +405,11 @@ def propagate(
     return out
 
 
-def _word_before(text: str, at: int) -> str:
-    """The word written just before offset ``at`` (casefolded; "" at a line's start or after punctuation)."""
-    m = re.search(r"([^\W\d_]+)[ \t]+$", text[:at])
-    return m.group(1).casefold() if m else ""
+def word_before(text: str, at: int) -> str:
+    """The word written just before offset ``at``, as written ("" at a line's start, after punctuation or a
+    digit); only the 40 characters before ``at`` are read."""
+    m = re.search(r"([^\W\d_]+)[ \t]+$", text[max(0, at - 40) : at])
+    return m.group(1) if m else ""
 
 
 _ZERO_CENTS = re.compile(r"[.,]00(?![\d.,]\d)")

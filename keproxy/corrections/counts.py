@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from keproxy.corrections.base import SpanEdit
-from keproxy.corrections.consolidate import _NUMBER, Found, _stems
+from keproxy.corrections.consolidate import _NUMBER, Found, _stems, word_before
 from keproxy.corrections.rewrite import EDGE, shape
 from keproxy.corrections.units import AFTER_A_NUMBER
 
@@ -61,11 +61,6 @@ def _counted_word(text: str, end: int) -> str | None:
     return m.group(1)
 
 
-def _word_before(text: str, start: int) -> str:
-    m = re.search(r"([^\W\d_]+)[ \t]+$", text[max(0, start - 40) : start])
-    return m.group(1) if m else ""
-
-
 def counted(
     found: Sequence[Found], texts: Sequence[str], pairs: Sequence[tuple[str | None, str]]
 ) -> list[Found]:
@@ -86,7 +81,7 @@ def counted(
         noun = _noun_stem(m.group(2))
         mine = [f for f in out if f.correction == k and _NUMBER.fullmatch(texts[f.turn][f.start : f.end])]
         # a number right after the noun labels one of them ("Day 3", "Room 204"): it is not their count
-        labels = {f for f in mine if _singular(_word_before(texts[f.turn], f.start)) == _singular(m.group(2))}
+        labels = {f for f in mine if _singular(word_before(texts[f.turn], f.start)) == _singular(m.group(2))}
         out = [f for f in out if f not in labels]
         mine = [f for f in mine if f not in labels]
         following = {f: _counted_word(texts[f.turn], f.end) for f in mine}

@@ -234,6 +234,10 @@ def follow_on_edits(texts: Sequence[str], turns: Sequence[int], edits: Sequence[
     ``edits`` or another."""
     derived = derived_edits(texts, edits)
     taken = [*edits, *derived]
+
+    def free(turn: int, start: int, end: int) -> bool:  # overlaps no edit taken or copied
+        return not any(t.turn_index == turn and t.start < end and start < t.end for t in taken)
+
     copies: list[SpanEdit] = []
     for e in derived:
         if not distinctive(e.before):
@@ -241,13 +245,10 @@ def follow_on_edits(texts: Sequence[str], turns: Sequence[int], edits: Sequence[
         for turn in turns:
             for at in find_all(texts[turn], e.before):
                 end = at + len(e.before)
-                clash = any(t.turn_index == turn and t.start < end and at < t.end for t in taken + copies)
-                if not clash and standalone(texts[turn], at, end, loose=False):
+                if free(turn, at, end) and standalone(texts[turn], at, end, loose=False):
                     copies.append(SpanEdit(turn, at, end, e.before, e.after, e.correction))
-    more = [
-        d for d in derived_edits(texts, [*edits, *copies])
-        if not any(t.turn_index == d.turn_index and t.start < d.end and d.start < t.end for t in taken + copies)
-    ]  # fmt: skip
+                    taken.append(copies[-1])
+    more = [d for d in derived_edits(texts, [*edits, *copies]) if free(d.turn_index, d.start, d.end)]
     return sorted([*derived, *copies, *more], key=lambda e: (e.turn_index, e.start))
 
 
