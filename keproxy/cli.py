@@ -202,7 +202,9 @@ def serve(
         import uvicorn
 
         from keproxy.proxy.app import create_app
+        from keproxy.proxy.workers import limit_malloc_arenas
 
+        limit_malloc_arenas()
         uvicorn.run(create_app(settings), **run)  # type: ignore[arg-type]
         return
     from keproxy.proxy.workers import serve_workers

@@ -31,6 +31,7 @@ from keproxy.models.onnx_cache import (
     cached_session,
     default_cache_dir,
     files_digest,
+    graph_ready,
     model_file,
     run_export,
     write_atomically,
@@ -238,7 +239,7 @@ def export_in_child(folders: Sequence[Path], runtime: str = "onnx") -> list[Path
     transformers and peft (~1 GiB with the merged model), which a server process would otherwise import at its
     first correction (a 20-40 s request) and keep for its lifetime. A failed export is logged; the tagger then
     exports (or falls back to torch) on first use, as before."""
-    missing = [Path(f) for f in folders if not graph_path(f, runtime).is_file()]
+    missing = [Path(f) for f in folders if not graph_ready(graph_path(f, runtime))]
     if missing:
         code = (
             "import sys; from keproxy.corrections.onnx_tagger import load_onnx_tagger\n"

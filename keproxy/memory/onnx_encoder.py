@@ -28,6 +28,7 @@ from keproxy.models.onnx_cache import (
     cached_session,
     default_cache_dir,
     files_digest,
+    graph_ready,
     model_file,
     run_export,
     write_atomically,
@@ -178,7 +179,7 @@ def export_encoder_in_child(folder: Path | str, runtime: str = "onnx") -> bool:
     torch, which a worker would otherwise import at its first embedding (a request of many seconds) and keep for
     its lifetime. A folder that is not a mean-pooling model is left to the embedder; a failed export is logged,
     and the encoder then exports (or falls back to torch) on first use, as before."""
-    if read_mean_pooling_folder(folder) is None or encoder_graph_path(folder, runtime).is_file():
+    if read_mean_pooling_folder(folder) is None or graph_ready(encoder_graph_path(folder, runtime)):
         return False
     code = "import sys; from keproxy.memory.onnx_encoder import load_onnx_encoder; load_onnx_encoder(*sys.argv[1:3], threads=1)"
     run_export(code, [str(folder), runtime], "the embedder's ONNX graph")

@@ -7,13 +7,25 @@ that determine it plus an export-format string, so a changed model gets a new fo
 never exported twice. Files are written to a temporary name and renamed (:func:`write_atomically`), so
 concurrent first loads never read half a file. Nothing here imports torch or onnxruntime at import time.
 
+Shared tables. The embedder and the correction taggers are all-MiniLM-L6-v2 underneath, and LoRA leaves the
+word-embedding table (30522 x 384 float32, 45 MiB) as it was, so each graph holds the same table. Every lookup
+table of a graph (an initializer read by a ``Gather``, 1 MiB or more) is also written once to
+``<cache>/tables/<sha256>.npy`` and listed beside the graph (``<graph>.tables.json``); :func:`cached_session`
+hands each session that table memory-mapped (``SessionOptions.add_initializer``), one mapping per process for
+every session that holds it. The sessions' outputs are bit-identical; a worker holding the embedder and both
+taggers keeps one table instead of three, of which only the pages of word pieces it has looked up are resident
+(``bench/results/memory-path.md``). Lookup tables are never pre-packed by ONNX Runtime, unlike MatMul weights,
+which is why only they are shared.
+
 Source of the int8 scheme: ONNX Runtime's dynamic quantization
 (onnxruntime.ai/docs/performance/model-optimizations/quantization.html).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import logging
 import os
 import subprocess
@@ -27,6 +39,7 @@ __all__ = [
     "cached_session",
     "default_cache_dir",
     "files_digest",
+    "graph_ready",
     "model_file",
     "quantize_matmuls",
     "run_export",
@@ -127,4 +140,83 @@ def cached_session(
     if threads is not None:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+    for name, table in _shared_tables(path):
+        options.add_initializer(name, table)
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]), path
+
+
+def graph_ready(path: Path) -> bool:
+    """Whether the graph file ``path`` and its list of lookup tables are both in the cache (an export in a child
+    process is then not needed)."""
+    return path.is_file() and _tables_list(path).is_file()
+
+
+#: Lookup tables smaller than this stay inside their graphs (position and token-type embeddings).
+_MIN_TABLE_BYTES = 1 << 20
+
+#: The process's shared tables: SHA-256 -> (the memory-mapped array, the OrtValue over it). Each array lives as
+#: long as the process, so every session given its OrtValue can read it.
+_TABLES: dict[str, tuple[Any, Any]] = {}
+
+
+def _tables_list(path: Path) -> Path:
+    return path.with_name(path.name + ".tables.json")
+
+
+def _shared_tables(path: Path) -> list[tuple[str, Any]]:
+    """(initializer name, OrtValue) of each lookup table of the graph ``path``, from the process's shared tables;
+    empty when the tables cannot be listed or read (the session then loads them from the graph, as before)."""
+    import numpy as np
+    import onnxruntime
+
+    try:
+        listed = _tables_list(path)
+        if not listed.is_file():
+            _write_tables(path)
+        entries = json.loads(listed.read_text(encoding="utf-8"))["tables"]
+        out = []
+        for entry in entries:
+            digest = entry["sha256"]
+            if digest not in _TABLES:
+                array = np.load(path.parent.parent / "tables" / f"{digest}.npy", mmap_mode="r")
+                _TABLES[digest] = (array, onnxruntime.OrtValue.ortvalue_from_numpy(array))
+            out.append((entry["name"], _TABLES[digest][1]))
+        return out
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        logger.warning("the lookup tables of %s are not shared: %s", path, exc)
+        return []
+
+
+def _write_tables(path: Path) -> None:
+    """Write each lookup table of the graph ``path`` to ``<cache>/tables/<sha256>.npy`` (once) and their list
+    to ``<graph>.tables.json``. Raises OSError when the cache cannot be written. Needs the ``onnx`` package."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    gathered = {node.input[0] for node in model.graph.node if node.op_type == "Gather"}
+    entries = []
+    for initializer in model.graph.initializer:
+        if initializer.name not in gathered:
+            continue
+        array = numpy_helper.to_array(initializer)
+        if array.nbytes < _MIN_TABLE_BYTES:
+            continue
+        digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode() + array.tobytes()).hexdigest()
+        target = path.parent.parent / "tables" / f"{digest}.npy"
+        if not target.is_file():
+            write_atomically(target, functools.partial(_save_array, array=array))
+        entries.append({"name": initializer.name, "sha256": digest})
+    text = json.dumps({"graph": path.name, "tables": entries}, indent=1)
+    write_atomically(_tables_list(path), functools.partial(_save_text, text=text))
+
+
+def _save_text(target: Path, text: str) -> None:
+    target.write_text(text, encoding="utf-8")
+
+
+def _save_array(target: Path, array: Any) -> None:
+    import numpy as np
+
+    with target.open("wb") as fh:  # a file object: np.save would add ".npy" to the temporary name
+        np.save(fh, array, allow_pickle=False)

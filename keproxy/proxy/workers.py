@@ -16,6 +16,12 @@ picks a free port first and holds it (bound, never listening) while the workers 
 Each worker has its own edit index (caught up with the shared store before every retrieval), transcript
 writer (SQLite serialises the commits) and rate limiter (a key's ``rpm`` applies per worker).
 
+Memory: every server process caps glibc's malloc arenas at 2 (:func:`limit_malloc_arenas`, unless
+``MALLOC_ARENA_MAX`` is set, which glibc then follows). glibc gives a thread that finds the arenas busy one of
+its own, up to 8 per core, and memory freed in one arena is not reused by another: a worker whose request
+threads run the taggers and the embedder grew to ~516 MiB with the default, ~474 MiB with 2, at the same req/s
+(``bench/results/memory-path.md``).
+
 Metrics: the workers run prometheus-client in multiprocess mode, every one writing its values to one folder
 (``PROMETHEUS_MULTIPROC_DIR``, set in the workers' environment), so that ``/metrics``, whichever worker answers
 it, reports the whole server. The folder is the variable's value when the parent has it (its ``*.db`` files are
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -38,11 +45,25 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["reuseport_socket", "serve_workers"]
+__all__ = ["limit_malloc_arenas", "reuseport_socket", "serve_workers"]
 
 logger = logging.getLogger("keproxy")
 
 _START_TIMEOUT_S = 600.0  # a worker waits this long for the others to start (models load meanwhile)
+_M_ARENA_MAX = -8  # mallopt's parameter number, from glibc's malloc.h
+
+
+def limit_malloc_arenas(arenas: int = 2) -> bool:
+    """Cap this process's glibc malloc arenas at ``arenas`` (``mallopt(M_ARENA_MAX)``; see the module docstring)
+    for the arenas created from now on; call it before the process starts threads. True when set; False when
+    ``MALLOC_ARENA_MAX`` is in the environment (glibc already follows it) or the C library is not glibc."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_ARENA_MAX, arenas) == 1)
 
 
 def reuseport_socket(host: str, port: int) -> socket.socket:
@@ -147,6 +168,7 @@ def _worker(config: Path | None, overrides: dict[str, Any], started: Any) -> Non
     from keproxy.proxy.app import create_app
     from keproxy.settings import load_settings
 
+    limit_malloc_arenas()
     settings = load_settings(config, **overrides)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -78,7 +78,14 @@ def test_exported_files_are_reused_on_second_load(model_path: str, cache: Path) 
     assert first is not None
     folder = cache / model_digest(model_path)
     files = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
-    assert set(files) == {"model-fp32.onnx", "model-int8.onnx"}  # no temporary file left behind
+    # both graphs, the int8 graph's list of lookup tables (keproxy.models.onnx_cache), no temporary file
+    assert {"model-fp32.onnx", "model-int8.onnx", "model-int8.onnx.tables.json"} <= set(files)
+    assert set(files) <= {
+        "model-fp32.onnx",
+        "model-int8.onnx",
+        "model-fp32.onnx.tables.json",
+        "model-int8.onnx.tables.json",
+    }
     second = load_onnx_encoder(model_path, "onnx-int8", cache_dir=cache, threads=1)
     assert second is not None and second.path == first.path == folder / "model-int8.onnx"
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == files

@@ -4,6 +4,7 @@ and transcript log, a stop on SIGTERM; and the refusal to run the embedded model
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -104,3 +105,18 @@ def test_twenty_multi_worker_starts_on_fresh_databases_all_succeed(tmp_path: Pat
             process.send_signal(signal.SIGTERM)
             code = process.wait(60)
         assert code == 0, f"start {attempt + 1} ({workers} workers):\n{log.read_text()}"
+
+
+def test_server_processes_cap_malloc_arenas_unless_the_environment_does() -> None:
+    code = "from keproxy.proxy.workers import limit_malloc_arenas; print(limit_malloc_arenas())"
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+
+    def run(extra: dict[str, str]) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert run({}) == str(platform.libc_ver()[0] == "glibc")  # mallopt(M_ARENA_MAX, 2) accepted by glibc
+    assert run({"MALLOC_ARENA_MAX": "4"}) == "False"  # the operator's value stands
