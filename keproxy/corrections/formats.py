@@ -66,6 +66,9 @@ _MONEY = re.compile(
     r"|\d[\d,]*(?:\.\d+)?\s?(?:[kKmM]\s?)?(?:EUR|USD|GBP|CAD|AUD)"
 )
 _PERCENT = re.compile(r"\d+(?:[.,]\d+)?\s?%")
+#: A version, an address or a section number ("5.3.2", "v2.1.0", "192.168.0.1"): an identifier, not a quantity
+#: (a last group of four digits is left out: "5.3.2024" may be a date)
+_DOTTED = re.compile(r"v?\d+(?:\.\d+)+\.\d{1,3}")
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _DATE = re.compile(
     rf"(?:(?P<wd>{_WEEKDAY}),?\s+)?"
@@ -197,11 +200,11 @@ def _write_name(name: str, like: str) -> str:
 
 
 def _value_kind(text: str) -> str | None:
-    """The kind of one written value: "time", "date", "weekday", "month", "money", "percent", "code", "number"
-    (a plain number), or None (a word, a measure, several values: not told apart here)."""
+    """The kind of one written value: "time", "date", "weekday", "month", "money", "percent", "code" (a short
+    code such as "3B", or a dotted identifier such as a version "5.3.2"), "number" (a plain number), or None (a word, a measure, several values: not told apart here)."""
     value = text.strip(" .,;:!?()[]*")
     for kind, pattern in (("time", CLOCK), ("weekday", WEEKDAY), ("month", _MONTH_NAME), ("money", _MONEY),
-                          ("percent", _PERCENT), ("code", CODE), ("number", _NUMBER)):  # fmt: skip
+                          ("percent", _PERCENT), ("code", CODE), ("code", _DOTTED), ("number", _NUMBER)):  # fmt: skip
         if pattern.fullmatch(value):
             return kind
     return "date" if _DATE.fullmatch(value) else None
@@ -219,7 +222,8 @@ def clashing_kinds(before: str, after: str) -> bool:
     code ("12pm" -> "3D"), an amount of money for a percentage, a plain number for a code ("12" -> "3D"). A
     plain number may become a time, an amount or a percentage ("until 12" -> "until 11am"), a weekday or month a
     date; a day, month or time never becomes a name ("Sept" -> "Lena"); a value of a kind not told apart (words,
-    measures) clashes with nothing else. ``after`` may name its value ("Flat 3D": a code)."""
+    measures) clashes with nothing else; dotted identifiers of as many groups are one kind (a version stays a
+version, an address an address). ``after`` may name its value ("Flat 3D": a code)."""
     kind = _value_kind(after)
     if kind is None:
         told = {k for k in map(_value_kind, after.split()) if k is not None}
@@ -227,6 +231,8 @@ def clashing_kinds(before: str, after: str) -> bool:
     if kind is None and _value_kind(before) in _CALENDAR and re.fullmatch(r"[A-Z][a-z]+", after.strip()):
         return True  # "Sept" -> "Lena": a name is no day, month or time
     kinds = {_value_kind(before), kind}
+    if kinds == {"code"} and _DOTTED.fullmatch(before.strip(" .,;:!?()[]*")) and _DOTTED.fullmatch(after.strip()):
+        return before.count(".") != after.count(".")  # an address never becomes a version: "192.168.1.1", "2.0.17"
     if None in kinds or len(kinds) == 1 or kinds in _COMPATIBLE:
         return False
     return "code" in kinds or "number" not in kinds

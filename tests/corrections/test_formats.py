@@ -123,6 +123,12 @@ def test_a_weekday_is_written_as_long_and_in_the_case_of_the_texts(
         ("Sept", "Lena", True),  # a name is no month
         ("Thursday", "Priya", True),
         ("December", "1 January", False),  # a month may become a date
+        ("20", "5.3.2", True),  # a version is no quantity ("20 MB" -> "5.3.2 MB")
+        ("5.3.1", "5.3.2", False),
+        ("192.168.0.10", "192.168.0.12", False),
+        ("192.168.1.1", "2.0.17", True),  # an address is no version
+        ("1.5", "2.25", False),  # decimals are numbers
+        ("5.3.2024", "6.3.2024", False),  # a dotted date is not taken for a version
     ],
 )
 def test_a_value_is_not_replaced_by_a_value_of_another_kind(before: str, after: str, clash: bool) -> None:

@@ -150,6 +150,12 @@ PROBES = [
          "Actually rent is 1195."],
         ["Rent is $1,195 a month, plus $95 for parking.", "So $1,195 rent plus $95 parking comes to $1,290 a month."],
     ),
+    (  # a new fact, not a correction: a version is never written over an address (was "the router is at 2.0.17")
+        ["Our router sits at 192.168.1.1 and the NAS has 2 TB free. Write a note for the family.",
+         "Note: the router is at 192.168.1.1; the NAS has 2 TB of free space.", "oh, firmware is 2.0.17 now, add that"],
+        ["Our router sits at 192.168.1.1 and the NAS has 2 TB free. Write a note for the family.",
+         "Note: the router is at 192.168.1.1; the NAS has 2 TB of free space."],
+    ),
 ]  # fmt: skip
 
 
