@@ -1,15 +1,28 @@
-"""Grammar around an edit: the brackets a span opens or closes, and the article before it.
+"""Grammar around an edit: the brackets a span opens or closes, the article before it, and the case of its words.
 
 A stale span rewritten inside a sentence must leave the sentence as well-formed as it was: an unmatched bracket
-the span held stays ("(68%" -> "(75%"), and "a" / "an" before it agrees with the new words ("an 8-year-old" ->
-"a 9-year-old"). Pure string functions over character offsets.
+the span held stays ("(68%" -> "(75%"), "a" / "an" before it agrees with the new words ("an 8-year-old" ->
+"a 9-year-old"), and a word the user wrote in capitals for emphasis is written in the text's case ("Biscuit is a
+DOG not a cat": "His cat" -> "His dog"). Pure string functions over character offsets.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["keep_brackets", "with_article"]
+__all__ = ["keep_brackets", "unshouted", "with_article"]
+
+_CAPITALS = re.compile(r"(?<!\w)[A-Z]{2,}(?!\w)")
+
+
+def unshouted(span: str, after: str) -> str:
+    """``after`` (what the stale ``span`` becomes) with each word written in capitals alone in lower case ("DOG"
+    for "cat" -> "dog"), when the span is written in lower case: the capitals were the user's emphasis, not the
+    word's spelling. A span with any capital ("Walgreens" -> "CVS", "PostNL", "f/4L") keeps ``after`` as it is,
+    and so do words joined to others ("SENTRY_DSN")."""
+    if re.search(r"[A-Z]", span) or not re.search(r"[a-z]", span):
+        return after
+    return _CAPITALS.sub(lambda m: m.group().lower(), after)
 
 
 def _takes_an(word: str) -> bool:

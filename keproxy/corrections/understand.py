@@ -68,7 +68,7 @@ from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.formats import clashing_kinds, written_run
 from keproxy.corrections.gate import CorrectionGate
-from keproxy.corrections.grammar import keep_brackets, with_article
+from keproxy.corrections.grammar import keep_brackets, unshouted, with_article
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.rewrite import aligned_run, replacement, shape, unquoted
@@ -390,6 +390,9 @@ class CorrectionUnderstanding:
             if after is not None:
                 after = keep_brackets(texts[f.turn][start:end], after)
                 start, after = with_article(texts[f.turn], start, after)  # "an 8-year-old" -> "a 9-year-old"
+                after = unshouted(
+                    texts[f.turn][start:end], after
+                )  # "a DOG not a cat": "His cat" -> "His dog"
             span = texts[f.turn][start:end]
             taken = any(e.turn_index == f.turn and e.start < end and start < e.end for e in edits)
             if after is not None and not taken and not clashing_kinds(span, after):  # not "12pm" -> "3D"

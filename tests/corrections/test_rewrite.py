@@ -8,7 +8,7 @@ import random
 import pytest
 
 from keproxy.corrections.base import Correction, SpanEdit
-from keproxy.corrections.grammar import keep_brackets, with_article
+from keproxy.corrections.grammar import keep_brackets, unshouted, with_article
 from keproxy.corrections.rewrite import (
     aligned_run,
     choose_correction,
@@ -335,6 +335,23 @@ def test_words_the_user_put_before_a_number_are_not_the_value(
 def test_the_article_before_an_edit_agrees_with_its_new_words(before: str, after: str, expected: str) -> None:
     start, written = with_article(before, len(before), after)
     assert before[:start] + written == expected
+
+
+@pytest.mark.parametrize(
+    ("span", "after", "expected"),
+    [
+        ("cat", "DOG", "dog"),  # "Biscuit is a DOG not a cat": the capitals were emphasis
+        ("on monday", "on TUESDAY", "on tuesday"),
+        ("Walgreens", "CVS", "CVS"),  # a name written with capitals: an acronym may replace it
+        ("postgres", "MySQL", "MySQL"),  # mixed case is a spelling
+        ("dsn", "SENTRY_DSN_BACKEND", "SENTRY_DSN_BACKEND"),  # joined words are code
+        ("room b2", "room B4", "room B4"),  # one capital is no shouting
+    ],
+)
+def test_a_word_in_capitals_is_written_in_the_lower_case_of_its_span(
+    span: str, after: str, expected: str
+) -> None:
+    assert unshouted(span, after) == expected
 
 
 def test_a_named_old_word_takes_the_whole_new_value_unless_its_other_words_are_the_texts() -> None:
