@@ -41,6 +41,7 @@ __all__ = [
     "named_over_tagged",
     "old_beside",
     "split_joined",
+    "unextracted",
     "value_of",
     "within_named_clauses",
 ]
@@ -156,21 +157,35 @@ def anchored_edits(
     for k, (_, written) in enumerate(pairs):
         if k in done:
             continue
-        new = value_of(written)[0]
         words = _anchor_words(texts[turn], written)
-        for i, a, b in _hits(texts, turns, written, words) or _hits(texts, turns, written, None):
-            a, b = _number_of(texts[i], a, b, new)
-            if any(t == i and s < b and a < e for t, s, e in taken):
-                continue
-            span = texts[i][a:b]
-            after = (
-                weekday_like(new, span)
-                or in_written_format(texts[i], a, b, new)
-                or replacement(texts[i], a, b, new)
-            )
-            if after is not None and after != span:
-                out.append(SpanEdit(i, a, b, texts[i][a:b], after, k))
-                taken.append((i, a, b))
+        hits = _hits(texts, turns, written, words) or _hits(texts, turns, written, None)
+        out += _edits_at(texts, hits, value_of(written)[0], k, taken)
+    return out
+
+
+def _edits_at(
+    texts: Sequence[str],
+    hits: Iterable[tuple[int, int, int]],
+    new: str,
+    k: int,
+    taken: list[tuple[int, int, int]],
+) -> list[SpanEdit]:
+    """Edits of correction ``k`` rewriting each stale value at ``hits`` (turn, start, end) to ``new`` in the
+    text's format, except where ``taken`` (which grows with them) already holds an edit."""
+    out: list[SpanEdit] = []
+    for i, a, b in hits:
+        a, b = _number_of(texts[i], a, b, new)
+        if any(t == i and s < b and a < e for t, s, e in taken):
+            continue
+        span = texts[i][a:b]
+        after = (
+            weekday_like(new, span)
+            or in_written_format(texts[i], a, b, new)
+            or replacement(texts[i], a, b, new)
+        )
+        if after is not None and after != span:
+            out.append(SpanEdit(i, a, b, span, after, k))
+            taken.append((i, a, b))
     return out
 
 
@@ -246,6 +261,51 @@ def _hits(
 def _anchor_words(turn_text: str, new: str, *, widen: bool = True) -> set[str]:
     """:func:`anchors`, and the words of a new value that names its fact ("East €1.4M": "east")."""
     return anchors(turn_text, new, widen=widen) | value_of(new)[1]
+
+
+#: Words saying a value stays as it is ("pickup stays at 10:05").
+_KEPT = frozenset(("stays", "stay", "still", "remains", "remain", "unchanged", "same", "keeps", "keep"))
+#: The values :func:`unextracted` reads in a correcting turn: amounts, clock times, measured and plain numbers.
+_TURN_VALUES = (_MONEY, CLOCK, _MEASURE, _PLAIN)
+
+
+def unextracted(
+    texts: Sequence[str],
+    turns: Sequence[int],
+    turn: int,
+    pairs: Sequence[tuple[str | None, str]],
+    edits: Sequence[SpanEdit],
+) -> tuple[list[tuple[None, str]], list[SpanEdit]]:
+    """New values of a multi-fact correction that the turn tagger did not extract ("distance was 46 km and avg
+    HR 152": "152"), as pairs (None, value) numbered after ``pairs``, and their edits: a value of the correcting
+    turn that is none of ``pairs``' own, not in a question, not written in the earlier turns and not said to
+    stay ("stays at 10:05"), whose clause's :func:`anchors` name clauses of
+    ``turns`` that hold one value of its kind, the same in all and another than it ("avg HR 148"), which
+    becomes it. A value whose clause names nothing, or names clauses of several or no values of its kind, is
+    left out; so is one whose clauses ``edits`` already change."""
+    text = texts[turn]
+    own = [m.span() for old, new in pairs for v in (old, new) if v for m in re.finditer(re.escape(v), text)]
+    taken = [(e.turn_index, e.start, e.end) for e in edits]
+    extra: list[tuple[None, str]] = []
+    out: list[SpanEdit] = []
+    for pattern in _TURN_VALUES:
+        for m in pattern.finditer(text):
+            if any(a < m.end() and m.start() < b for a, b in own):
+                continue
+            own.append(m.span())
+            if text[_sentence(text, m.start(), m.end())[1] :].startswith("?"):
+                continue  # "is it fair if Q2 was £3.9m?": asked, not corrected
+            if any(_value(m.group()) in _value(texts[i]) for i in turns):
+                continue  # "from 14:02 to 15:16 is 74 minutes": a value already stated is a reason, not a change
+            words = anchors(text, m.group(), widen=False)
+            if words & _KEPT:
+                continue  # "pickup stays at 10:05"
+            made = _edits_at(texts, _hits(texts, turns, m.group(), words) if words else [], m.group(),
+                             len(pairs) + len(extra), taken)  # fmt: skip
+            if made:
+                extra.append((None, m.group()))
+                out += made
+    return extra, out
 
 
 def split_joined(pairs: Sequence[tuple[str | None, str]]) -> list[tuple[str | None, str]]:

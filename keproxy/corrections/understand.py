@@ -35,6 +35,7 @@ from keproxy.corrections.anchors import (
     named_over_tagged,
     old_beside,
     split_joined,
+    unextracted,
     within_named_clauses,
 )
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
@@ -86,12 +87,7 @@ from keproxy.corrections.spans import (
     same_kind,
     within_sentence,
 )
-from keproxy.corrections.tagging import (
-    candidate_sentences,
-    context_of,
-    snap_to_words,
-    value_words,
-)
+from keproxy.corrections.tagging import candidate_sentences, context_of, snap_to_words, value_words
 from keproxy.corrections.units import measured_otherwise, over_other_unit
 from keproxy.messages import message_text
 
@@ -192,6 +188,10 @@ class CorrectionUnderstanding:
                 out.append(Correction(turn, None, texts[turn], self.name, result.score))
                 continue
             spans = self._locate(messages, texts, turn, pairs, {c.turn_index for c in out})
+            if template is None:  # values the tagger did not extract, named like earlier ones ("avg HR 152")
+                earlier = [i for i in range(turn) if messages[i].get("role") in ("user", "assistant")]
+                extra, more = unextracted(texts, earlier, turn, pairs, spans)
+                pairs, spans = [*pairs, *extra], [*spans, *more]
             for k, (old, new) in enumerate(pairs):
                 mine = tuple(s for s in spans if s.correction == k)
                 out.append(Correction(turn, old, new, self.name, max(result.score, 0.9 if template else 0.0),

@@ -10,6 +10,7 @@ from keproxy.corrections.anchors import (
     named_over_tagged,
     old_beside,
     split_joined,
+    unextracted,
     value_of,
     within_named_clauses,
 )
@@ -222,3 +223,34 @@ def test_a_value_the_user_says_was_written_is_the_old_one() -> None:
         (None, "18:00"),
         (None, "19:00"),
     ]
+
+
+RIDE = [
+    "Log my ride: 38 km, 1h25, avg HR 141, climbing 420 m.",
+    "Logged: 38 km in 1h25, avg HR 141, 420 m of climbing.",
+]
+
+
+@pytest.mark.parametrize(
+    ("turn", "expected"),
+    [
+        ("sorry, it was 41 km and avg HR 139", [(None, "139")]),  # the tagger read only "41 km"
+        ("sorry, it was 41 km. is avg HR 139 good for that?", []),  # asked, not corrected
+        ("sorry, it was 41 km, avg HR stays 139", []),  # said to stay
+        ("sorry, it was 41 km, 1h25 as logged", []),  # already written: a reason, not a change
+        ("sorry, it was 41 km and the café stop was 25", []),  # names no clause of the ride
+    ],
+)
+def test_a_value_the_tagger_did_not_extract_is_a_correction_where_its_words_name_one_value(
+    turn: str, expected: list[tuple[None, str]]
+) -> None:
+    texts = [*RIDE, turn]
+    extra, edits = unextracted(texts, [0, 1], 2, [(None, "41 km")], [])
+    assert extra == expected
+    if expected:
+        assert [(e.turn_index, e.before, e.after, e.correction) for e in edits] == [
+            (0, "141", "139", 1),
+            (1, "141", "139", 1),
+        ]
+    else:
+        assert edits == []
