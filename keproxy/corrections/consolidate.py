@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from keproxy.corrections.base import SpanEdit
-from keproxy.corrections.formats import date_around
+from keproxy.corrections.formats import date_around, spaced_thousands
 from keproxy.corrections.rewrite import differing_words, shape, word_changes
 from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
 from keproxy.corrections.tagging import widen_to_words
@@ -424,14 +424,16 @@ def copies(
     min_score: float,
 ) -> Iterator[tuple[int, int, int]]:
     """(turn, start, end) of each whole-word occurrence of ``value`` (ignoring case; an amount with its zero
-    cents, "€7.00" for "€7") in ``turns`` that states the same fact: every one for a :func:`distinctive` value
-    (found inside joined tokens too, :func:`standalone`), else those whose sentence ``sentence_score(turn,
-    offset)`` scores at least ``min_score``."""
+    cents, "€7.00" for "€7"; thousands grouped with spaces, "1 800" for "1,800") in ``turns`` that states the
+    same fact: every one for a :func:`distinctive` value (found inside joined tokens too, :func:`standalone`),
+    else those whose sentence ``sentence_score(turn, offset)`` scores at least ``min_score``."""
     wide = distinctive(value)
     needle = value.casefold()
     for turn in turns:
-        for at in find_all(texts[turn].casefold(), needle):
-            end = at + len(needle)
+        folded = texts[turn].casefold()
+        for at, end in sorted(
+            {(at, at + len(n)) for n in spaced_thousands(needle) for at in find_all(folded, n)}
+        ):
             cents = _ZERO_CENTS.match(texts[turn], end) if needle[-1:].isdigit() else None
             if cents is not None:  # "€7" named, "€7.00" written: the same amount
                 end = cents.end()

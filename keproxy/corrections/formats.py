@@ -331,7 +331,11 @@ def written_run(text: str, start: int, end: int, new: str) -> tuple[int, int, st
     """(start, end, replacement) of the smallest part of the time or date written around ``text[start:end]``
     (or as it) that changes when it takes the value of ``new`` in the text's format: "17" of "Tuesday 17 June"
     under "the 24th" -> "24" in place of "17"; under "the 25th" -> "Wednesday 25" in place of "Tuesday 17" (the
-    weekday moves). None when no time or date covers the span, or nothing changes."""
+    weekday moves); a number grouped with spaces takes the new number grouped so ("1 800" under "1,600" ->
+    "1 600", :func:`spaced_like`). None when no time or date covers the span, or nothing changes."""
+    spaced = spaced_like(text[start:end], new)
+    if spaced is not None:
+        return start, end, spaced
     for pattern in (CLOCK, _DATE):
         for m in pattern.finditer(text, max(0, start - 40), min(len(text), end + 40)):
             if not (m.start() <= start and end <= m.end()):
@@ -381,6 +385,31 @@ def grouped_like(span: str, new: str) -> str:
 
 
 _NUMBERS = re.compile(r"\d+(?:[.,:]\d+)*")
+_COMMA_GROUPS = re.compile(r"(?<![\d,.])\d{1,3}(?:,\d{3})+(?![\d,])")
+_SPACE_GROUPS = re.compile(r"(?<![\d,.])\d{1,3}(?:([ \u00a0\u202f])\d{3})+(?!\d)")
+
+
+def spaced_thousands(value: str) -> list[str]:
+    """``value`` and, when it groups thousands with commas, the same written with a space, a no-break space and
+    a thin space ("1,800 euros" -> "1 800 euros", as French and many style guides write it)."""
+    if not _COMMA_GROUPS.search(value):
+        return [value]
+    return [value] + [_regrouped(value, sep) for sep in " \u00a0\u202f"]
+
+
+def _regrouped(value: str, sep: str) -> str:
+    return _COMMA_GROUPS.sub(lambda m: m.group().replace(",", sep), value)
+
+
+def spaced_like(span: str, new: str) -> str | None:
+    """``new``, a number grouped with commas or a plain one of four digits or more, grouped as the span groups its
+    number, with a space, a no-break space or a thin space ("1 800" under "1,600" -> "1 600"); None when the span
+    is no number grouped that way or ``new`` no such number."""
+    m = _SPACE_GROUPS.fullmatch(span.strip())
+    value = new.strip()
+    if m is None or not (_COMMA_GROUPS.fullmatch(value) or re.fullmatch(r"\d{4,}", value)):
+        return None
+    return span.replace(span.strip(), f"{int(value.replace(',', '')):,}".replace(",", m.group(1)))
 
 
 def number_first(span: str, new: str) -> str:

@@ -375,8 +375,8 @@ class CorrectionUnderstanding:
             end = over_other_unit(
                 texts[f.turn], start, with_counted_noun(texts[f.turn], start, end, new), new
             )
-            # a time or date in the text's own format; a named old value of several words says itself which
-            # words differ (replacement's stale core)
+            # a time, date or grouped number in the text's own format; a named old value of several words says
+            # itself which words differ (replacement's stale core)
             run = written_run(texts[f.turn], start, end, unquoted(new)) or (
                 None
                 if old and len(old.split()) > 1

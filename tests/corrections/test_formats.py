@@ -11,6 +11,7 @@ from keproxy.corrections.formats import (
     in_span_format,
     in_written_format,
     measured_like,
+    spaced_thousands,
     weekday_like,
     written_run,
 )
@@ -133,3 +134,21 @@ def test_a_weekday_is_written_as_long_and_in_the_case_of_the_texts(
 )
 def test_a_value_is_not_replaced_by_a_value_of_another_kind(before: str, after: str, clash: bool) -> None:
     assert clashing_kinds(before, after) is clash
+
+
+def test_thousands_grouped_with_spaces_are_found_and_written_as_the_text_groups_them() -> None:
+    assert spaced_thousands("1,800 euros") == [
+        "1,800 euros",
+        "1 800 euros",
+        "1\u00a0800 euros",
+        "1\u202f800 euros",
+    ]
+    assert spaced_thousands("1800") == ["1800"]
+    text = "Merci de me rembourser mon dépôt de 1 800 euros."
+    at = text.index("1 800")
+    assert written_run(text, at, at + 5, "1,600") == (at, at + 5, "1 600")
+    assert written_run(text, at, at + 5, "1600") == (at, at + 5, "1 600")
+    nbsp = "Total : 12\u00a0500 €"
+    at = nbsp.index("12")
+    assert written_run(nbsp, at, at + 6, "13,250") == (at, at + 6, "13\u00a0250")
+    assert written_run("It costs 1,800 euros.", 9, 14, "1,600") is None  # commas: the usual paths write it

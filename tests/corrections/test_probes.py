@@ -150,6 +150,13 @@ PROBES = [
          "Actually rent is 1195."],
         ["Rent is $1,195 a month, plus $95 for parking.", "So $1,195 rent plus $95 parking comes to $1,290 a month."],
     ),
+    (  # a copy whose thousands are grouped with a space, as the French text writes them (was left "1 800")
+        ["Put this in French for my landlord: 'Please return my deposit of 2,400 euros by 30 June.'",
+         "« Merci de me rembourser mon dépôt de 2 400 euros avant le 30 juin. »",
+         "oops, the deposit was 2,200 not 2,400"],
+        ["Put this in French for my landlord: 'Please return my deposit of 2,200 euros by 30 June.'",
+         "« Merci de me rembourser mon dépôt de 2 200 euros avant le 30 juin. »"],
+    ),
     (  # a new fact, not a correction: a version is never written over an address (was "the router is at 2.0.17")
         ["Our router sits at 192.168.1.1 and the NAS has 2 TB free. Write a note for the family.",
          "Note: the router is at 192.168.1.1; the NAS has 2 TB of free space.", "oh, firmware is 2.0.17 now, add that"],
