@@ -184,14 +184,14 @@ class CorrectionUnderstanding:
             if result.score < self.options.detect_threshold and not values[1]:
                 continue
             pairs, template = values
-            if not pairs:
-                out.append(Correction(turn, None, texts[turn], self.name, result.score))
-                continue
-            spans = self._locate(messages, texts, turn, pairs, {c.turn_index for c in out})
+            spans = self._locate(messages, texts, turn, pairs, {c.turn_index for c in out}) if pairs else []
             if template is None:  # values the tagger did not extract, named like earlier ones ("avg HR 152")
                 earlier = [i for i in range(turn) if messages[i].get("role") in ("user", "assistant")]
                 extra, more = unextracted(texts, earlier, turn, pairs, spans)
                 pairs, spans = [*pairs, *extra], [*spans, *more]
+            if not pairs:
+                out.append(Correction(turn, None, texts[turn], self.name, result.score))
+                continue
             for k, (old, new) in enumerate(pairs):
                 mine = tuple(s for s in spans if s.correction == k)
                 out.append(Correction(turn, old, new, self.name, max(result.score, 0.9 if template else 0.0),

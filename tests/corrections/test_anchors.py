@@ -254,3 +254,14 @@ def test_a_value_the_tagger_did_not_extract_is_a_correction_where_its_words_name
         ]
     else:
         assert edits == []
+
+
+def test_a_correction_with_no_extracted_value_reads_the_values_of_its_turn() -> None:
+    texts = [
+        "Who painted The Night Watch?",
+        "Rembrandt finished The Night Watch in 1640; it hangs in the Rijksmuseum in Amsterdam.",
+        "He finished the Night Watch in 1642.",
+    ]
+    extra, edits = unextracted(texts, [0, 1], 2, [], [])
+    assert extra == [(None, "1642")]
+    assert [(e.turn_index, e.before, e.after, e.correction) for e in edits] == [(1, "1640", "1642", 0)]
