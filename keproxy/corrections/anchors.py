@@ -315,6 +315,10 @@ def split_joined(pairs: Sequence[tuple[str | None, str]]) -> list[tuple[str | No
     5") stays whole: its second value names nothing."""
     out: list[tuple[str | None, str]] = []
     for old, new in pairs:
+        if (cut := _SPACED_DASH.search(new)) is not None:
+            new = new[
+                : cut.start()
+            ]  # "Southgate pharmacy - Northgate closed": a dash ends the value's clause
         words = new.split()
         cut = next(
             (j for j, w in enumerate(words) if w.casefold() in ("and", "&") and 0 < j < len(words) - 1), 0
@@ -337,6 +341,8 @@ def split_joined(pairs: Sequence[tuple[str | None, str]]) -> list[tuple[str | No
     return out
 
 
+#: A dash with spaces between words: the clause of a value ends there ("the Southgate pharmacy - Northgate ...").
+_SPACED_DASH = re.compile(r"(?<=[^\W\d_])\s+[-–—]\s+(?=[^\W\d_])")
 #: Kinds that belong to a value rather than name a fact ("10am and Friday 3pm": the day is part of the value).
 _WHEN = (CLOCK, WEEKDAY, _DATE)
 

@@ -217,28 +217,32 @@ _COMPATIBLE = (
 )  # "Saturday" -> "Sunday 9 June", "December" -> "1 January"
 
 
+def _day_or_year(number: str) -> bool:
+    """Whether a plain number could be a day of the month (1-31) or a year (1000-2999)."""
+    value = number.strip(" .,;:!?()[]*")
+    return value.isdigit() and (1 <= int(value) <= 31 or 1000 <= int(value) <= 2999)
+
+
 def clashing_kinds(before: str, after: str) -> bool:
     """Whether replacing the value ``before`` with ``after`` changes what kind of value it is: a time for a
-        code ("12pm" -> "3D"), an amount of money for a percentage, a plain number for a code ("12" -> "3D"). A
-        plain number may become a time, an amount or a percentage ("until 12" -> "until 11am"), a weekday or month a
-        date; a day, month or time never becomes a name ("Sept" -> "Lena"); a value of a kind not told apart (words,
-        measures) clashes with nothing else; dotted identifiers of as many groups are one kind (a version stays a
-    version, an address an address). ``after`` may name its value ("Flat 3D": a code)."""
+    code ("12pm" -> "3D"), an amount of money for a percentage, a plain number for a code ("12" -> "3D"). A
+    plain number may become a time, an amount or a percentage ("until 12" -> "until 11am"), and a day or a year
+    a date, weekday or month (not "1,200" -> "1st of March"); a weekday or month may become a date; a day, month
+    or time never becomes a name ("Sept" -> "Lena"); dotted identifiers of as many groups are one kind (a
+    version stays a version, an address an address); a value of a kind not told apart (words, measures)
+    clashes with nothing else. ``after`` may name its value ("Flat 3D": a code)."""
     kind = _value_kind(after)
     if kind is None:
         told = {k for k in map(_value_kind, after.split()) if k is not None}
         kind = told.pop() if len(told) == 1 else None
     if kind is None and _value_kind(before) in _CALENDAR and re.fullmatch(r"[A-Z][a-z]+", after.strip()):
         return True  # "Sept" -> "Lena": a name is no day, month or time
+    if _value_kind(before) == "number" and kind in _CALENDAR[1:] and not _day_or_year(before):
+        return True  # "1,200" -> "1st of March": an amount is no day
     kinds = {_value_kind(before), kind}
-    if (
-        kinds == {"code"}
-        and _DOTTED.fullmatch(before.strip(" .,;:!?()[]*"))
-        and _DOTTED.fullmatch(after.strip())
-    ):
-        return before.count(".") != after.count(
-            "."
-        )  # an address never becomes a version: "192.168.1.1", "2.0.17"
+    dotted = [_DOTTED.fullmatch(v.strip(" .,;:!?()[]*")) for v in (before, after)]
+    if kinds == {"code"} and all(dotted):
+        return before.count(".") != after.count(".")  # an address never becomes a version ("2.0.17")
     if None in kinds or len(kinds) == 1 or kinds in _COMPATIBLE:
         return False
     return "code" in kinds or "number" not in kinds

@@ -265,3 +265,8 @@ def test_a_correction_with_no_extracted_value_reads_the_values_of_its_turn() -> 
     extra, edits = unextracted(texts, [0, 1], 2, [], [])
     assert extra == [(None, "1642")]
     assert [(e.turn_index, e.before, e.after, e.correction) for e in edits] == [(1, "1640", "1642", 0)]
+
+
+def test_a_dash_between_words_ends_the_new_value() -> None:
+    pairs = [(None, "Southgate pharmacy - Northgate"), (None, "9 - 5"), ("Elm", "Oak Street – the corner")]
+    assert split_joined(pairs) == [(None, "Southgate pharmacy"), (None, "9 - 5"), ("Elm", "Oak Street")]

@@ -124,6 +124,10 @@ def test_a_weekday_is_written_as_long_and_in_the_case_of_the_texts(
         ("Sept", "Lena", True),  # a name is no month
         ("Thursday", "Priya", True),
         ("December", "1 January", False),  # a month may become a date
+        ("1,200", "1st of March", True),  # an amount is no day
+        ("45", "Tuesday", True),
+        ("15", "1st of March", False),  # a day may be
+        ("2026", "March 2027", False),  # and a year
         ("20", "5.3.2", True),  # a version is no quantity ("20 MB" -> "5.3.2 MB")
         ("5.3.1", "5.3.2", False),
         ("192.168.0.10", "192.168.0.12", False),
