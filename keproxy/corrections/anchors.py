@@ -51,6 +51,7 @@ _DATE = re.compile(
     rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}\b|\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b", re.I
 )
 _MONEY = re.compile(r"[£$€¥₹]\s?\d[\d,]*(?:\.\d+)?[kKmM]?")
+_PERCENT = re.compile(r"(?<![\d.,])\d+(?:[.,]\d+)?\s?%")
 _MEASURE = re.compile(r"\b(\d+(?:[.,]\d+)?)\s?([^\W\d_]+)")
 _WORD = re.compile(r"[\w:'’-]+")
 _ORDINAL = re.compile(r"(?:\bthe\s+)?\b\d{1,2}(?:st|nd|rd|th)\b", re.I)
@@ -86,6 +87,8 @@ def _kind(new: str) -> re.Pattern[str] | None:
         return re.compile(re.escape(value[0]) + r"\s?\d[\d,]*(?:\.\d+)?[kKmM]?")
     if _ORDINAL.fullmatch(value):  # "the 28th": a day of the month, not 28 of a unit "th"
         return _ORDINAL
+    if _PERCENT.fullmatch(value):
+        return _PERCENT
     measure = _MEASURE.fullmatch(value)
     if measure and not measure.group(2).isdigit():
         unit = measure.group(2)
@@ -265,8 +268,9 @@ def _anchor_words(turn_text: str, new: str, *, widen: bool = True) -> set[str]:
 
 #: Words saying a value stays as it is ("pickup stays at 10:05").
 _KEPT = frozenset(("stays", "stay", "still", "remains", "remain", "unchanged", "same", "keeps", "keep"))
-#: The values :func:`unextracted` reads in a correcting turn: amounts, clock times, measured and plain numbers.
-_TURN_VALUES = (_MONEY, CLOCK, _MEASURE, _PLAIN)
+#: The values :func:`unextracted` reads in a correcting turn: amounts, clock times, percentages, measured and plain
+#: numbers.
+_TURN_VALUES = (_MONEY, CLOCK, _PERCENT, _MEASURE, _PLAIN)
 
 
 def unextracted(
@@ -297,7 +301,11 @@ def unextracted(
                 continue  # "is it fair if Q2 was £3.9m?": asked, not corrected
             if any(_value(m.group()) in _value(texts[i]) for i in turns):
                 continue  # "from 14:02 to 15:16 is 74 minutes": a value already stated is a reason, not a change
-            words = anchors(text, m.group(), widen=False)
+            # the words before the value in its clause, else those after it ("62% said yes to the 4-day week")
+            after = re.split(r"[,;.!?\n]", text[m.end() :], maxsplit=1)[0]
+            words = anchors(text, m.group(), widen=False) or {
+                w for w in _words(after) - _STOP if len(w) >= 3 or any(c.isdigit() for c in w)
+            }
             if words & _KEPT:
                 continue  # "pickup stays at 10:05"
             made = _edits_at(texts, _hits(texts, turns, m.group(), words) if words else [], m.group(),
@@ -315,10 +323,8 @@ def split_joined(pairs: Sequence[tuple[str | None, str]]) -> list[tuple[str | No
     5") stays whole: its second value names nothing."""
     out: list[tuple[str | None, str]] = []
     for old, new in pairs:
-        if (cut := _SPACED_DASH.search(new)) is not None:
-            new = new[
-                : cut.start()
-            ]  # "Southgate pharmacy - Northgate closed": a dash ends the value's clause
+        # "Southgate pharmacy - Northgate closed": a dash between words ends the value's clause
+        new = _SPACED_DASH.split(new, maxsplit=1)[0]
         words = new.split()
         cut = next(
             (j for j, w in enumerate(words) if w.casefold() in ("and", "&") and 0 < j < len(words) - 1), 0
@@ -352,7 +358,8 @@ def old_beside(
 ) -> list[tuple[str | None, str]]:
     """``pairs`` with the old value of a one-correction turn that the tagger left unnamed when the new value's
     sentence writes one other value of its kind that the chat stated before ("it's €99 on the shelf, the €89
-    was last week's promo": old €89). ``history``: the earlier turns, :func:`~keproxy.corrections.spans.fold`-ed.
+    was last week's promo": old €89; "formatPrice isn't a thing, the export is formatMoney": a name in code).
+    ``history``: the earlier turns, :func:`~keproxy.corrections.spans.fold`-ed.
     A value in another sentence is left ("... is wednesday. piano is still tuesday"). A new value the user
     presents as what was written ("12:00 like in my notes, you put 14:00") is the old one, the other the new."""
     if len(pairs) == 2 and pairs[0][0] is None is pairs[1][0]:  # both tagged new: one is what was written
@@ -365,7 +372,7 @@ def old_beside(
         return list(pairs)
     new = pairs[0][1]
     value = value_of(new)[0]
-    kind, at = _kind(value), turn_text.find(new)
+    kind, at = _kind(value) or (_IDENTIFIER if _IDENTIFIER.fullmatch(value) else None), turn_text.find(new)
     if kind is None or kind is _PLAIN or at < 0:
         return list(pairs)
     sentence = turn_text[slice(*_sentence(turn_text, at, at + len(new)))]
@@ -374,6 +381,12 @@ def old_beside(
         return [(new, others.pop())]  # "12:00 like in my notes, you put 14:00": 14:00 is what was written
     stated = [o for o in others if f" {fold(o)} " in f" {history} "]
     return [(stated[0], new)] if len(stated) == 1 == len(others) else list(pairs)
+
+
+#: A name in code: camelCase or joined with underscores ("formatMoney", "calc_vat", "SENTRY_DSN").
+_IDENTIFIER = re.compile(
+    r"(?<![\w.])(?:[a-z]+(?:[A-Z][a-z0-9]*)+|[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)(?!\w)"
+)
 
 
 def _said_written(turn_text: str, value: str) -> bool:

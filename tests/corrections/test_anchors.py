@@ -270,3 +270,23 @@ def test_a_correction_with_no_extracted_value_reads_the_values_of_its_turn() -> 
 def test_a_dash_between_words_ends_the_new_value() -> None:
     pairs = [(None, "Southgate pharmacy - Northgate"), (None, "9 - 5"), ("Elm", "Oak Street – the corner")]
     assert split_joined(pairs) == [(None, "Southgate pharmacy"), (None, "9 - 5"), ("Elm", "Oak Street")]
+
+
+def test_a_name_in_code_written_beside_the_new_one_and_stated_before_is_the_old_one() -> None:
+    history = fold("import { formatPrice } from './utils'; total.textContent = formatPrice(sum);")
+    turn = "formatPrice isn't a thing in utils, the export is formatMoney"
+    assert old_beside([(None, "formatMoney")], turn, history) == [("formatPrice", "formatMoney")]
+    assert old_beside([(None, "format_money")], "use format_money, like format_date", history) == [
+        (None, "format_money")
+    ]  # "format_date" was never stated: nothing to take for the old name
+
+
+def test_a_percentage_is_read_with_the_words_after_it() -> None:
+    texts = [
+        "Summarise the poll: 1,200 replies, 41% back the new bus lane, 33% want more parking.",
+        "Of 1,200 replies, 41% back the new bus lane, and 33% want more parking.",
+        "Replies were 1,250, not 1,200. And 44% back the new bus lane.",
+    ]
+    extra, edits = unextracted(texts, [0, 1], 2, [("1,200", "1,250")], [])
+    assert extra == [(None, "44%")]
+    assert [(e.turn_index, e.before, e.after) for e in edits] == [(0, "41%", "44%"), (1, "41%", "44%")]
