@@ -268,9 +268,9 @@ def _anchor_words(turn_text: str, new: str, *, widen: bool = True) -> set[str]:
 
 #: Words saying a value stays as it is ("pickup stays at 10:05").
 _KEPT = frozenset(("stays", "stay", "still", "remains", "remain", "unchanged", "same", "keeps", "keep"))
-#: The values :func:`unextracted` reads in a correcting turn: amounts, clock times, percentages, measured and plain
-#: numbers.
-_TURN_VALUES = (_MONEY, CLOCK, _PERCENT, _MEASURE, _PLAIN)
+#: The values :func:`unextracted` reads in a correcting turn: amounts, clock times, percentages, days of the month,
+#: measured and plain numbers.
+_TURN_VALUES = (_MONEY, CLOCK, _PERCENT, _ORDINAL, _MEASURE, _PLAIN)
 
 
 def unextracted(
@@ -282,8 +282,8 @@ def unextracted(
 ) -> tuple[list[tuple[None, str]], list[SpanEdit]]:
     """New values of a multi-fact correction that the turn tagger did not extract ("distance was 46 km and avg
     HR 152": "152"), as pairs (None, value) numbered after ``pairs``, and their edits: a value of the correcting
-    turn that is none of ``pairs``' own, not in a question, not written in the earlier turns and not said to
-    stay ("stays at 10:05"), whose clause's :func:`anchors` name clauses of
+    turn that is none of ``pairs``' own, not in a question, not said to stay ("stays at 10:05") and not already
+    held by the clauses its words name, whose clause's :func:`anchors` name clauses of
     ``turns`` that hold one value of its kind, the same in all and another than it ("avg HR 148"), which
     becomes it. A value whose clause names nothing, or names clauses of several or no values of its kind, is
     left out; so is one whose clauses ``edits`` already change."""
@@ -299,21 +299,29 @@ def unextracted(
             own.append(m.span())
             if text[_sentence(text, m.start(), m.end())[1] :].startswith("?"):
                 continue  # "is it fair if Q2 was £3.9m?": asked, not corrected
-            if any(_value(m.group()) in _value(texts[i]) for i in turns):
-                continue  # "from 14:02 to 15:16 is 74 minutes": a value already stated is a reason, not a change
             # the words before the value in its clause, else those after it ("62% said yes to the 4-day week")
             after = re.split(r"[,;.!?\n]", text[m.end() :], maxsplit=1)[0]
             words = anchors(text, m.group(), widen=False) or {
                 w for w in _words(after) - _STOP if len(w) >= 3 or any(c.isdigit() for c in w)
             }
-            if words & _KEPT:
-                continue  # "pickup stays at 10:05"
+            if words & _KEPT or _stated(texts, turns, m.group(), words):
+                continue  # "pickup stays at 10:05"; "from 14:02 to 15:16 is 74 minutes": a reason, not a change
             made = _edits_at(texts, _hits(texts, turns, m.group(), words) if words else [], m.group(),
                              len(pairs) + len(extra), taken)  # fmt: skip
             if made:
                 extra.append((None, m.group()))
                 out += made
     return extra, out
+
+
+def _stated(texts: Sequence[str], turns: Sequence[int], value: str, words: set[str]) -> bool:
+    """Whether a clause of ``turns`` naming one of ``words`` already holds ``value``."""
+    return any(
+        _value(value) in _value(c.group())
+        for i in turns
+        for c in _CLAUSE.finditer(texts[i])
+        if _words(c.group()) & words
+    )
 
 
 def split_joined(pairs: Sequence[tuple[str | None, str]]) -> list[tuple[str | None, str]]:

@@ -290,3 +290,17 @@ def test_a_percentage_is_read_with_the_words_after_it() -> None:
     extra, edits = unextracted(texts, [0, 1], 2, [("1,200", "1,250")], [])
     assert extra == [(None, "44%")]
     assert [(e.turn_index, e.before, e.after) for e in edits] == [(0, "41%", "44%"), (1, "41%", "44%")]
+
+
+def test_a_day_of_the_month_is_read_and_a_value_held_elsewhere_is_still_a_change() -> None:
+    texts = [
+        "Remind me: gym fee £40 due on the 3rd, phone £22 due on the 12th.",
+        "Reminders set: gym fee £40 on the 3rd, phone £22 on the 12th.",
+        "the gym fee moved to the 12th with the new contract",
+    ]
+    extra, edits = unextracted(texts, [0, 1], 2, [], [])
+    assert extra == [(None, "the 12th")]  # the phone's "12th" elsewhere does not make it a restatement
+    assert [(e.turn_index, e.before, e.after) for e in edits] == [
+        (0, "the 3rd", "the 12th"),
+        (1, "the 3rd", "the 12th"),
+    ]
