@@ -366,7 +366,8 @@ def old_beside(
 ) -> list[tuple[str | None, str]]:
     """``pairs`` with the old value of a one-correction turn that the tagger left unnamed when the new value's
     sentence writes one other value of its kind that the chat stated before ("it's €99 on the shelf, the €89
-    was last week's promo": old €89; "formatPrice isn't a thing, the export is formatMoney": a name in code).
+    was last week's promo": old €89; a name in code, "formatPrice isn't a thing, the export is formatMoney"; a
+    number word, "Tomas should be eleven, he'd be offended at nine").
     ``history``: the earlier turns, :func:`~keproxy.corrections.spans.fold`-ed.
     A value in another sentence is left ("... is wednesday. piano is still tuesday"). A new value the user
     presents as what was written ("12:00 like in my notes, you put 14:00") is the old one, the other the new."""
@@ -380,7 +381,8 @@ def old_beside(
         return list(pairs)
     new = pairs[0][1]
     value = value_of(new)[0]
-    kind, at = _kind(value) or (_IDENTIFIER if _IDENTIFIER.fullmatch(value) else None), turn_text.find(new)
+    kind = _kind(value) or next((k for k in (_IDENTIFIER, _NUMBER_WORD) if k.fullmatch(value)), None)
+    at = turn_text.find(new)
     if kind is None or kind is _PLAIN or at < 0:
         return list(pairs)
     sentence = turn_text[slice(*_sentence(turn_text, at, at + len(new)))]
@@ -394,6 +396,13 @@ def old_beside(
 #: A name in code: camelCase or joined with underscores ("formatMoney", "calc_vat", "SENTRY_DSN").
 _IDENTIFIER = re.compile(
     r"(?<![\w.])(?:[a-z]+(?:[A-Z][a-z0-9]*)+|[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)(?!\w)"
+)
+
+
+#: A number written as a word ("nine", "Eleven"), as stories write ages and counts.
+_NUMBER_WORD = re.compile(
+    r"\b(?i:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
+    r"|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)\b"
 )
 
 

@@ -272,6 +272,12 @@ def test_a_dash_between_words_ends_the_new_value() -> None:
     assert split_joined(pairs) == [(None, "Southgate pharmacy"), (None, "9 - 5"), ("Elm", "Oak Street")]
 
 
+def test_a_number_word_written_beside_the_new_one_and_stated_before_is_the_old_one() -> None:
+    history = fold("Once there was a girl called Ada who was seven, and she wanted a telescope.")
+    turn = "Ada should be ten though, my niece is ten and would hate being seven"
+    assert old_beside([(None, "ten")], turn, history) == [("seven", "ten")]
+
+
 def test_a_name_in_code_written_beside_the_new_one_and_stated_before_is_the_old_one() -> None:
     history = fold("import { formatPrice } from './utils'; total.textContent = formatPrice(sum);")
     turn = "formatPrice isn't a thing in utils, the export is formatMoney"
