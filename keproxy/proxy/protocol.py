@@ -53,7 +53,8 @@ class ChatCompletionRequest(OpenAIBaseModel):
     )
     # OpenAI's sampling parameters, typed so that a value of another type is a 400 here rather than an upstream
     # failure (litellm's mock raised TypeError on ``"n": {}``, which answered 502); forwarded as sent.
-    n: StrictInt | None = Field(default=None, ge=1, description="Choices to generate.")
+    # n at most 128, OpenAI's own bound: an unbounded n made litellm's mock build millions of choices in memory
+    n: StrictInt | None = Field(default=None, ge=1, le=128, description="Choices to generate (1-128).")
     max_tokens: StrictInt | None = Field(default=None, ge=0, description="Most tokens of the answer.")
     max_completion_tokens: StrictInt | None = Field(
         default=None, ge=0, description="Most tokens of the answer."
