@@ -169,7 +169,10 @@ async def test_stream_wire_format_and_transcript(mock_client: httpx.AsyncClient)
         # sampling parameters of another type: a 400 here, not an upstream failure (a 502 before)
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": {"": False}}, "n"),
         # more choices than OpenAI allows (128): litellm's mock built them all in memory (GiBs, a killed test run)
-        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 100_000_000, "stream": True}, "n"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 100_000_000, "stream": True},
+            "n",
+        ),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": "8"}, "max_tokens"),
         ({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}, "temperature"),
     ],
