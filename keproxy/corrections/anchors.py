@@ -25,6 +25,7 @@ minutes" in a wings recipe).
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -39,6 +40,7 @@ __all__ = [
     "anchored_edits",
     "anchors",
     "named_over_tagged",
+    "near_spelling",
     "old_beside",
     "split_joined",
     "unextracted",
@@ -404,6 +406,48 @@ _NUMBER_WORD = re.compile(
     r"\b(?i:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
     r"|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)\b"
 )
+
+
+#: A name (capitalised) or a name in code (with a digit, hyphen, underscore or inner capital), starting with a
+#: letter: what a typo fix respells ("cache-1", "Lindquist"); a lower-case word is left to the taggers ("elven").
+_SPELT = re.compile(r"(?<![\w-])(?:[A-Z][\w-]{2,}|[^\W\d_][\w-]*(?:[-_\d]|[a-z][A-Z])[\w-]*)(?![\w-])")
+
+
+def near_spelling(
+    pairs: Sequence[tuple[str | None, str]], turn_text: str, history: str
+) -> list[tuple[str | None, str]]:
+    """``pairs`` with a typo fix read as one: a one-word new value with no old value takes as its old value the one
+    word of ``history`` (the earlier turns) spelt almost like it ("the
+    host is cache-01": "cache-1"); a one-word old value whose new value is spelt otherwise takes as its new value
+    the one word of ``turn_text`` spelt almost like the old one ("Lindqvist with a q-v, not Lindquist":
+    "Lindqvist", not "q-v"). Almost: the same first letter and a similarity ratio of 0.8 or more
+    (difflib); a word written the same ignoring case is no typo fix."""
+    out: list[tuple[str | None, str]] = []
+    for old, new in pairs:
+        if old is None and _SPELT.fullmatch(new.strip(" .,;:!?")):
+            near = _near(new.strip(" .,;:!?"), _SPELT.findall(history))
+            old = near if near is not None and near.casefold() not in turn_text.casefold() else None
+        elif (
+            old is not None
+            and _SPELT.fullmatch(old)
+            and difflib.SequenceMatcher(None, old.casefold(), new.casefold()).ratio() < 0.8
+        ):
+            new = _near(old, _SPELT.findall(turn_text)) or new
+        out.append((old, new))
+    return out
+
+
+def _near(word: str, candidates: Iterable[str]) -> str | None:
+    """The one candidate spelt almost like ``word`` and not the same (see :func:`near_spelling`), else None."""
+    folded = word.casefold()
+    if WEEKDAY.fullmatch(word) or re.fullmatch(_MONTH, folded):
+        return None  # "Tuesday" for "Thursday" is another day, not a spelling
+    near = {
+        c for c in candidates
+        if c.casefold() != folded and c[:1].casefold() == folded[:1]
+        and difflib.SequenceMatcher(None, c.casefold(), folded).ratio() >= 0.8
+    }  # fmt: skip
+    return near.pop() if len(near) == 1 else None
 
 
 def _said_written(turn_text: str, value: str) -> bool:

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from keproxy.corrections.anchors import (
     anchored_edits,
     named_over_tagged,
+    near_spelling,
     old_beside,
     split_joined,
     unextracted,
@@ -180,7 +181,7 @@ class CorrectionUnderstanding:
         tagged = self.turn_tagger.tag([(texts[i], context_of(messages, i)) for i in turns])
         out: list[Correction] = []
         for turn, result in zip(turns, tagged, strict=True):
-            values = self._values(texts[turn], result, fold(" ".join(texts[:turn])))
+            values = self._values(texts[turn], result, " ".join(texts[:turn]))
             if result.score < self.options.detect_threshold and not values[1]:
                 continue
             pairs, template = values
@@ -226,7 +227,8 @@ class CorrectionUnderstanding:
         self, text: str, result: Any, history: str = ""
     ) -> tuple[list[tuple[str | None, str]], int | None]:
         """(old, new) pairs of a turn and its template number: a template's slots, else the tagged values
-        (each new value paired with the old value tagged closest before or after it)."""
+        (each new value paired with the old value tagged closest before or after it). history: the earlier turns."""
+        written, history = history, fold(history)
         if self.options.patterns:
             parsed = parse_template(text)
             if parsed:
@@ -282,7 +284,8 @@ class CorrectionUnderstanding:
                 for p in parse_cues(text)
                 if p.old and grounded(p.old, said) and any(shape(w) == shape(p.old) for w in p.new.split())
             ]
-        return old_beside(split_joined(pairs), text, history), None  # "1,350 and Q3 1,420": two values
+        # "1,350 and Q3 1,420": two values; "the host is cache-01": a typo fix of "cache-1"
+        return old_beside(near_spelling(split_joined(pairs), text, written), text, history), None
 
     def _candidates(
         self, messages: Sequence[Mapping[str, Any]], turn: int, text: str, skip: set[int]

@@ -8,6 +8,7 @@ from keproxy.corrections.anchors import (
     anchored_edits,
     anchors,
     named_over_tagged,
+    near_spelling,
     old_beside,
     split_joined,
     unextracted,
@@ -310,3 +311,22 @@ def test_a_day_of_the_month_is_read_and_a_value_held_elsewhere_is_still_a_change
         (0, "the 3rd", "the 12th"),
         (1, "the 3rd", "the 12th"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("pairs", "turn", "expected"),
+    [
+        ([(None, "redis-02")], "typo on my side: the host is redis-02", [("redis-2", "redis-02")]),
+        ([("Kowalsky", "y-i")], "It's Kowalski with an i, not Kowalsky.", [("Kowalsky", "Kowalski")]),
+        ([(None, "eleven")], "she's eleven", [(None, "eleven")]),  # a lower-case word is no name ("elven")
+        ([(None, "Tuesday")], "moved to Tuesday", [(None, "Tuesday")]),  # another day, not a spelling
+        ([(None, "Priya")], "it's Priya", [(None, "Priya")]),  # nothing spelt like it
+    ],
+)
+def test_a_typo_fix_takes_the_name_spelt_almost_like_it(
+    pairs: list[tuple[str | None, str]], turn: str, expected: list[tuple[str | None, str]]
+) -> None:
+    history = (
+        "Connect to redis-2 on port 6379; Mr Kowalsky signs the form. An elven bow on Thursday, for Priyanka."
+    )
+    assert near_spelling(pairs, turn, history) == expected
