@@ -17,6 +17,7 @@ of one kind ("Pick-up is at 8:00 from gate 3, drop-off at 17:00 at gate 3"), a c
 of them ("Pick-up is from gate 5.") changes the value in the clause that names it, not the same value in the
 other. The value's words also shape the pairs: a label before the value ("East €1.4M", :func:`value_of`), two
 joined values (:func:`split_joined`), an old value written beside the new one (:func:`old_beside`).
+:func:`unextracted` reads, by the same words, the values of a multi-fact turn that the turn tagger did not extract.
 
 A clause with two values of the kind (which one is meant is not written) or none is left alone; so are clauses
 of different values (the anchor names two facts: "bake ... 30 minutes" in a lasagne recipe, "bake ... 50
@@ -25,7 +26,6 @@ minutes" in a wings recipe).
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -40,7 +40,6 @@ __all__ = [
     "anchored_edits",
     "anchors",
     "named_over_tagged",
-    "near_spelling",
     "old_beside",
     "split_joined",
     "unextracted",
@@ -283,12 +282,12 @@ def unextracted(
     edits: Sequence[SpanEdit],
 ) -> tuple[list[tuple[None, str]], list[SpanEdit]]:
     """New values of a multi-fact correction that the turn tagger did not extract ("distance was 46 km and avg
-    HR 152": "152"), as pairs (None, value) numbered after ``pairs``, and their edits: a value of the correcting
-    turn that is none of ``pairs``' own, not in a question, not said to stay ("stays at 10:05") and not already
-    held by the clauses its words name, whose clause's :func:`anchors` name clauses of
-    ``turns`` that hold one value of its kind, the same in all and another than it ("avg HR 148"), which
-    becomes it. A value whose clause names nothing, or names clauses of several or no values of its kind, is
-    left out; so is one whose clauses ``edits`` already change."""
+    HR 152": "152"; every value of a turn it extracted none from), as pairs (None, value) numbered after
+    ``pairs``, and their edits: a value of the correcting turn that is none of ``pairs``' own, not in a question,
+    not said to stay ("stays at 10:05") and not already held by the clauses its words name, whose clause's
+    :func:`anchors` (else the words after it) name clauses of ``turns`` that hold one value of its kind, the same
+    in all and another than it ("avg HR 148"), which becomes it. A value whose clause names nothing, or names
+    clauses of several or no values of its kind, is left out; so is one whose clauses ``edits`` already change."""
     text = texts[turn]
     own = [m.span() for old, new in pairs for v in (old, new) if v for m in re.finditer(re.escape(v), text)]
     taken = [(e.turn_index, e.start, e.end) for e in edits]
@@ -406,48 +405,6 @@ _NUMBER_WORD = re.compile(
     r"\b(?i:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
     r"|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)\b"
 )
-
-
-#: A name (capitalised) or a name in code (with a digit, hyphen, underscore or inner capital), starting with a
-#: letter: what a typo fix respells ("cache-1", "Lindquist"); a lower-case word is left to the taggers ("elven").
-_SPELT = re.compile(r"(?<![\w-])(?:[A-Z][\w-]{2,}|[^\W\d_][\w-]*(?:[-_\d]|[a-z][A-Z])[\w-]*)(?![\w-])")
-
-
-def near_spelling(
-    pairs: Sequence[tuple[str | None, str]], turn_text: str, history: str
-) -> list[tuple[str | None, str]]:
-    """``pairs`` with a typo fix read as one: a one-word new value with no old value takes as its old value the one
-    word of ``history`` (the earlier turns) spelt almost like it ("the
-    host is cache-01": "cache-1"); a one-word old value whose new value is spelt otherwise takes as its new value
-    the one word of ``turn_text`` spelt almost like the old one ("Lindqvist with a q-v, not Lindquist":
-    "Lindqvist", not "q-v"). Almost: the same first letter and a similarity ratio of 0.8 or more
-    (difflib); a word written the same ignoring case is no typo fix."""
-    out: list[tuple[str | None, str]] = []
-    for old, new in pairs:
-        if old is None and _SPELT.fullmatch(new.strip(" .,;:!?")):
-            near = _near(new.strip(" .,;:!?"), _SPELT.findall(history))
-            old = near if near is not None and near.casefold() not in turn_text.casefold() else None
-        elif (
-            old is not None
-            and _SPELT.fullmatch(old)
-            and difflib.SequenceMatcher(None, old.casefold(), new.casefold()).ratio() < 0.8
-        ):
-            new = _near(old, _SPELT.findall(turn_text)) or new
-        out.append((old, new))
-    return out
-
-
-def _near(word: str, candidates: Iterable[str]) -> str | None:
-    """The one candidate spelt almost like ``word`` and not the same (see :func:`near_spelling`), else None."""
-    folded = word.casefold()
-    if WEEKDAY.fullmatch(word) or re.fullmatch(_MONTH, folded):
-        return None  # "Tuesday" for "Thursday" is another day, not a spelling
-    near = {
-        c for c in candidates
-        if c.casefold() != folded and c[:1].casefold() == folded[:1]
-        and difflib.SequenceMatcher(None, c.casefold(), folded).ratio() >= 0.8
-    }  # fmt: skip
-    return near.pop() if len(near) == 1 else None
 
 
 def _said_written(turn_text: str, value: str) -> bool:

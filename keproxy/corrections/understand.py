@@ -33,7 +33,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from keproxy.corrections.anchors import (
     anchored_edits,
     named_over_tagged,
-    near_spelling,
     old_beside,
     split_joined,
     unextracted,
@@ -88,6 +87,7 @@ from keproxy.corrections.spans import (
     same_kind,
     within_sentence,
 )
+from keproxy.corrections.spelling import near_spelling
 from keproxy.corrections.tagging import candidate_sentences, context_of, snap_to_words, value_words
 from keproxy.corrections.units import measured_otherwise, over_other_unit
 from keproxy.messages import message_text

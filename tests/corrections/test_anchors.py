@@ -8,7 +8,6 @@ from keproxy.corrections.anchors import (
     anchored_edits,
     anchors,
     named_over_tagged,
-    near_spelling,
     old_beside,
     split_joined,
     unextracted,
@@ -17,6 +16,7 @@ from keproxy.corrections.anchors import (
 )
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.spans import fold
+from keproxy.corrections.spelling import near_spelling
 
 TEXTS = [
     "Schedule: standup 9:30, design review 11:00, lunch 12:30, 1:1 with Ana 15:00.",
