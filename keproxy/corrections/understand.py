@@ -8,7 +8,8 @@ those characters and nothing else:
    (after the first) that could be corrections; ordinary requests and questions stop there, with no forward pass.
 1. **detect + extract**: the turn tagger reads each user turn the gate let through with its recent history and
    says whether it corrects something, tagging the new (and, when named, old) values. A filled KEIC template
-   (App. B.2) is a fast path: its quoted [O] / [N] are taken as they are.
+   (App. B.2) is a fast path: its quoted [O] / [N] are taken as they are. The turn's own words complete what
+   the tagger read (:mod:`keproxy.corrections.anchors`, :mod:`keproxy.corrections.spelling`).
 2. **locate**: the sentences of the earlier user and assistant turns (at most ``max_candidates``, those sharing
    the most words and value kinds with the correction first) go to the stale tagger with the correcting turn;
    it tags the words each sentence must change.
