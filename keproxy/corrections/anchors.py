@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from keproxy.corrections.base import SpanEdit
-from keproxy.corrections.formats import CLOCK, CODE, WEEKDAY, in_written_format, weekday_like
+from keproxy.corrections.formats import CLOCK, CODE, MONTH_PREFIX, WEEKDAY, in_written_format, weekday_like
 from keproxy.corrections.rewrite import replacement
 from keproxy.corrections.spans import fold
 from keproxy.corrections.tagging import stale_core
@@ -47,9 +47,8 @@ __all__ = [
     "within_named_clauses",
 ]
 
-_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*"
 _DATE = re.compile(
-    rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}\b|\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b", re.I
+    rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+{MONTH_PREFIX}\b|\b{MONTH_PREFIX}\s+\d{{1,2}}(?:st|nd|rd|th)?\b", re.I
 )
 _MONEY = re.compile(r"[£$€¥₹]\s?\d[\d,]*(?:\.\d+)?[kKmM]?")
 _PERCENT = re.compile(r"(?<![\d.,])\d+(?:[.,]\d+)?\s?%")
@@ -119,13 +118,17 @@ def anchors(turn_text: str, new: str, *, widen: bool = True) -> set[str]:
     start = max((a for a, b in clauses if a <= at), default=0)
     start = max(start, *(m.end() for m in re.finditer(r"\b(?:and|but)\b", turn_text[:at])), 0)
     own = _words(new)
-
-    def content(part: str) -> set[str]:
-        return {w for w in _words(part) - own - _STOP if len(w) >= 3 or any(c.isdigit() for c in w)}
-
     # the clause's words; when it has none ("wrong flat number in there, mine is 3B"), its sentence's
-    words = content(turn_text[start : at + len(new)])
-    return words or (content(turn_text[_sentence(turn_text, at, at)[0] : at + len(new)]) if widen else set())
+    words = _content(turn_text[start : at + len(new)], own)
+    if words or not widen:
+        return words
+    return _content(turn_text[_sentence(turn_text, at, at)[0] : at + len(new)], own)
+
+
+def _content(part: str, own: set[str]) -> set[str]:
+    """The content words of ``part`` (:func:`_words`) but ``own``: not function or cue words, and of three
+    letters or more or holding a digit ("1:1")."""
+    return {w for w in _words(part) - own - _STOP if len(w) >= 3 or any(c.isdigit() for c in w)}
 
 
 def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
@@ -302,9 +305,7 @@ def unextracted(
                 continue  # "is it fair if Q2 was £3.9m?": asked, not corrected
             # the words before the value in its clause, else those after it ("62% said yes to the 4-day week")
             after = re.split(r"[,;.!?\n]", text[m.end() :], maxsplit=1)[0]
-            words = anchors(text, m.group(), widen=False) or {
-                w for w in _words(after) - _STOP if len(w) >= 3 or any(c.isdigit() for c in w)
-            }
+            words = anchors(text, m.group(), widen=False) or _content(after, set())
             if words & _KEPT or _stated(texts, turns, m.group(), words):
                 continue  # "pickup stays at 10:05"; "from 14:02 to 15:16 is 74 minutes": a reason, not a change
             made = _edits_at(texts, _hits(texts, turns, m.group(), words) if words else [], m.group(),

@@ -41,6 +41,7 @@ from keproxy.corrections.arithmetic import (
 )
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import distinctive, standalone
+from keproxy.corrections.formats import MONTH_PREFIX
 from keproxy.corrections.spans import find_all
 
 __all__ = ["derived_edits", "follow_on_edits"]
@@ -124,7 +125,7 @@ def _total_items(text: str, total: Amount, amounts: Sequence[Amount], operands: 
 
 _BARE = ("", "")
 _TIMES = ("", "x")  # "2x fullness"
-_MONTH = re.compile(r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?", re.IGNORECASE)
+_MONTH = re.compile(MONTH_PREFIX + r"\.?", re.IGNORECASE)
 
 
 def _plain(text: str, amount: Amount) -> bool:

@@ -27,6 +27,7 @@ from keproxy.corrections.units import MEASURED, same_unit
 __all__ = [
     "CLOCK",
     "CODE",
+    "MONTH_PREFIX",
     "WEEKDAY",
     "clashing_kinds",
     "date_around",
@@ -50,6 +51,9 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTH = "(?:" + "|".join(_MONTHS) + r"|(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?)"
 _WEEKDAY = "(?:" + "|".join(_WEEKDAYS) + r"|(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?)"
+#: A lower-case word that begins with a month's first three letters ("sept", "march", and loosely "marcus"): the
+#: loose month of the rules that read dates in prose (anchors, derived values, typo fixes).
+MONTH_PREFIX = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*"
 #: A weekday's name as a whole word: in full in any case ("Tuesday", "tuesday"), short only capitalised ("Tue",
 #: "Thurs."; "sat" and "wed" are also verbs).
 WEEKDAY = re.compile(
@@ -201,7 +205,8 @@ def _write_name(name: str, like: str) -> str:
 
 def _value_kind(text: str) -> str | None:
     """The kind of one written value: "time", "date", "weekday", "month", "money", "percent", "code" (a short
-    code such as "3B", or a dotted identifier such as a version "5.3.2"), "number" (a plain number), or None (a word, a measure, several values: not told apart here)."""
+    code such as "3B", or a dotted identifier such as a version "5.3.2"), "number" (a plain number), or None (a
+    word, a measure, several values: not told apart here)."""
     value = text.strip(" .,;:!?()[]*")
     for kind, pattern in (("time", CLOCK), ("weekday", WEEKDAY), ("month", _MONTH_NAME), ("money", _MONEY),
                           ("percent", _PERCENT), ("code", CODE), ("code", _DOTTED), ("number", _NUMBER)):  # fmt: skip
@@ -235,11 +240,12 @@ def clashing_kinds(before: str, after: str) -> bool:
     if kind is None:
         told = {k for k in map(_value_kind, after.split()) if k is not None}
         kind = told.pop() if len(told) == 1 else None
-    if kind is None and _value_kind(before) in _CALENDAR and re.fullmatch(r"[A-Z][a-z]+", after.strip()):
+    was = _value_kind(before)
+    if kind is None and was in _CALENDAR and re.fullmatch(r"[A-Z][a-z]+", after.strip()):
         return True  # "Sept" -> "Lena": a name is no day, month or time
-    if _value_kind(before) == "number" and kind in _CALENDAR[1:] and not _day_or_year(before):
+    if was == "number" and kind in _CALENDAR[1:] and not _day_or_year(before):
         return True  # "1,200" -> "1st of March": an amount is no day
-    kinds = {_value_kind(before), kind}
+    kinds = {was, kind}
     dotted = [_DOTTED.fullmatch(v.strip(" .,;:!?()[]*")) for v in (before, after)]
     if kinds == {"code"} and all(dotted):
         return before.count(".") != after.count(".")  # an address never becomes a version ("2.0.17")

@@ -13,11 +13,9 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 
-from keproxy.corrections.formats import WEEKDAY
+from keproxy.corrections.formats import MONTH_PREFIX, WEEKDAY
 
 __all__ = ["near_spelling"]
-
-_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*"
 
 #: A name (capitalised) or a name in code (with a digit, hyphen, underscore or inner capital), starting with a
 #: letter: what a typo fix respells ("cache-1", "Lindquist"); a lower-case word is left to the taggers ("elven").
@@ -51,7 +49,7 @@ def near_spelling(
 def _near(word: str, candidates: Iterable[str]) -> str | None:
     """The one candidate spelt almost like ``word`` and not the same (see :func:`near_spelling`), else None."""
     folded = word.casefold()
-    if WEEKDAY.fullmatch(word) or re.fullmatch(_MONTH, folded):
+    if WEEKDAY.fullmatch(word) or re.fullmatch(MONTH_PREFIX, folded):
         return None  # "Tuesday" for "Thursday" is another day, not a spelling
     near = {
         c for c in candidates

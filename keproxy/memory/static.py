@@ -30,7 +30,7 @@ import numpy as np
 
 from keproxy.memory.edits import Edit
 from keproxy.memory.index import Tag
-from keproxy.models.onnx_cache import default_cache_dir, files_digest, write_atomically
+from keproxy.models.onnx_cache import default_cache_dir, files_digest, save_array, write_atomically
 
 __all__ = ["StaticEncoder", "StaticFirstStage", "distill_static_vectors"]
 
@@ -106,7 +106,7 @@ class StaticEncoder:
                 path = self.path
                 if not path.is_file():
                     vectors = distill_static_vectors(self.folder)
-                    write_atomically(path, lambda tmp: _save(tmp, vectors))
+                    write_atomically(path, lambda tmp: save_array(tmp, vectors))
                 tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
                 tokenizer.no_padding()
                 tokenizer.no_truncation()
@@ -198,10 +198,3 @@ class StaticFirstStage:
         self.answered += sum(o is not None for o in out)
         self.deferred += sum(o is None for o in out)
         return out
-
-
-def _save(path: Path, vectors: np.ndarray) -> None:
-    """``vectors`` in NumPy's .npy format at ``path`` (which need not end in .npy), the file closed, so flushed,
-    before :func:`write_atomically` renames it."""
-    with path.open("wb") as fh:
-        np.save(fh, vectors)

@@ -43,6 +43,7 @@ __all__ = [
     "model_file",
     "quantize_matmuls",
     "run_export",
+    "save_array",
     "write_atomically",
 ]
 
@@ -163,6 +164,11 @@ def _tables_list(path: Path) -> Path:
     return path.with_name(path.name + ".tables.json")
 
 
+def _table_file(path: Path, digest: str) -> Path:
+    """Where the table of SHA-256 ``digest`` of the graph ``path`` (``<cache>/<digest>/<graph>``) is kept."""
+    return path.parent.parent / "tables" / f"{digest}.npy"
+
+
 def _shared_tables(path: Path) -> list[tuple[str, Any]]:
     """(initializer name, OrtValue) of each lookup table of the graph ``path``, from the process's shared tables;
     empty when the tables cannot be listed or read (the session then loads them from the graph, as before)."""
@@ -178,7 +184,7 @@ def _shared_tables(path: Path) -> list[tuple[str, Any]]:
         for entry in entries:
             digest = entry["sha256"]
             if digest not in _TABLES:
-                array = np.load(path.parent.parent / "tables" / f"{digest}.npy", mmap_mode="r")
+                array = np.load(_table_file(path, digest), mmap_mode="r")
                 _TABLES[digest] = (array, onnxruntime.OrtValue.ortvalue_from_numpy(array))
             out.append((entry["name"], _TABLES[digest][1]))
         return out
@@ -203,9 +209,9 @@ def _write_tables(path: Path) -> None:
         if array.nbytes < _MIN_TABLE_BYTES:
             continue
         digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode() + array.tobytes()).hexdigest()
-        target = path.parent.parent / "tables" / f"{digest}.npy"
+        target = _table_file(path, digest)
         if not target.is_file():
-            write_atomically(target, functools.partial(_save_array, array=array))
+            write_atomically(target, functools.partial(save_array, array=array))
         entries.append({"name": initializer.name, "sha256": digest})
     text = json.dumps({"graph": path.name, "tables": entries}, indent=1)
     write_atomically(_tables_list(path), functools.partial(_save_text, text=text))
@@ -215,8 +221,10 @@ def _save_text(target: Path, text: str) -> None:
     target.write_text(text, encoding="utf-8")
 
 
-def _save_array(target: Path, array: Any) -> None:
+def save_array(target: Path, array: Any) -> None:
+    """``array`` in NumPy's .npy format at ``target``, which need not end in .npy (np.save given a name would add
+    it), the file closed, so flushed, when it returns: the writer :func:`write_atomically` takes for an array."""
     import numpy as np
 
-    with target.open("wb") as fh:  # a file object: np.save would add ".npy" to the temporary name
+    with target.open("wb") as fh:
         np.save(fh, array, allow_pickle=False)
