@@ -43,6 +43,7 @@ from keproxy.corrections.detect import default_detector  # noqa: E402
 from keproxy.corrections.locate import SpanLocator  # noqa: E402
 from keproxy.editors.base import EditContext  # noqa: E402
 from keproxy.editors.history.deletion.editor import DeletionEditor  # noqa: E402
+from keproxy.editors.history.deletion.llm import LLMBackend  # noqa: E402
 from keproxy.editors.history.prompts import (  # noqa: E402
     NO_MODIFICATION,
     QA_EXTRACT_PROMPT,
@@ -127,8 +128,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     tokenizer, count = chat_tokenizer()
     detector = default_detector()
+    backend = LLMBackend(EditorGeneration(), topic_gate=args.topic_gate)
     editor = DeletionEditor(
-        locator=SpanLocator(Embedder.from_name_or_path(None)), generation=EditorGeneration()
+        backend, backend, locator=SpanLocator(Embedder.from_name_or_path(None)), generation=EditorGeneration()
     )
     model = ScriptedAppF(count, args.client_max_tokens)
     rows: list[dict[str, Any]] = []
@@ -149,6 +151,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "data": str(args.data),
         "tokenizer": tokenizer,
         "client_max_tokens": args.client_max_tokens,
+        "topic_gate": args.topic_gate,
         "dialogues": len(rows),
         "history_mentions_old": len(hmo),
         "otc_tokens_mean": round(otc / len(rows), 1),
@@ -179,6 +182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="every call stops at this max_tokens instead of the editor's own (the behaviour before the editors "
         "had their own parameters: the KEIC harness's max_tokens=8 reached them)",
+    )
+    parser.add_argument(
+        "--no-topic-gate",
+        dest="topic_gate",
+        action="store_false",
+        help="ask App. F about every turn and whole messages (LLMBackend(topic_gate=False)), as before the gate",
     )
     parser.add_argument("--rows", action="store_true", help="keep every dialogue's row in the JSON")
     parser.add_argument("--out", type=Path, default=None)

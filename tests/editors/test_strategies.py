@@ -22,7 +22,7 @@ from keproxy.corrections.detect import default_detector
 from keproxy.datasets import shared_data_dir
 from keproxy.editors.base import EditContext, HistoryEditor
 from keproxy.editors.history import prompts
-from keproxy.editors.history.deletion.backends import Fact, InconsistencyJudge, Rewriter
+from keproxy.editors.history.deletion.backends import Fact, InconsistencyJudge, Rewriter, TokenBudget
 from keproxy.editors.history.deletion.editor import DeletionEditor, history_turns
 from keproxy.editors.history.deletion.llm import LLMBackend, parse_qa
 from keproxy.editors.history.deletion.nli import NLIJudge, RuleRewriter
@@ -410,10 +410,16 @@ def app_f_model(messages: Sequence[Message], purpose: str) -> str:
     return "Let's modify the answer."
 
 
+def ungated() -> DeletionEditor:
+    """Deletion with the App. F backend asking about every turn, whole messages (the paper's protocol)."""
+    backend = LLMBackend(topic_gate=False)
+    return DeletionEditor(backend, backend)
+
+
 async def test_llm_backend_runs_the_app_f_chats_and_rewrites_the_pair() -> None:
     d, corrections = dialogue("cba")
     upstream = FakeUpstream(app_f_model)
-    run = await DeletionEditor().run(d.messages, corrections, EditContext(upstream=upstream))
+    run = await ungated().run(d.messages, corrections, EditContext(upstream=upstream))
     texts = [message_text(m) for m in run.result.messages]
     assert "Twice." not in texts and "He did not rest at all." in texts
     assert texts[texts.index("He did not rest at all.") - 1] == "How many times did Bram rest?"
@@ -433,6 +439,61 @@ async def test_llm_backend_runs_the_app_f_chats_and_rewrites_the_pair() -> None:
         prompts.QA_EXTRACT_PROMPT,
     ]
     assert alternates(run.result.messages)
+
+
+async def test_the_topic_gate_asks_only_about_what_could_clash_and_changes_the_same() -> None:
+    d, corrections = dialogue("cba")
+    gated, full = FakeUpstream(app_f_model), FakeUpstream(app_f_model)
+    run = await DeletionEditor().run(d.messages, corrections, EditContext(upstream=gated))
+    before = await ungated().run(d.messages, corrections, EditContext(upstream=full))
+    assert [message_text(m) for m in run.result.messages] == [message_text(m) for m in before.result.messages]
+    asked = [message_text(chat[0]) for purpose, chat in gated.calls if purpose == "deletion:inconsistent"]
+    # the fact drops "stopped twice to rest" for "without stopping": a negation came, so every word of both
+    # sentences is on topic; Wren's home and the kettle share none of them and are never asked about
+    pairs = [a for a in asked if a.startswith("QA pair")]
+    assert not any("Moss Hollow." in a or "A new kettle." in a for a in pairs)
+    assert any("Her uncle Bram." in a for a in pairs) and any("A mossy log." in a for a in pairs)
+    story = [a for a in asked if a.startswith("Story = ")]
+    # the story is asked about from the sentence before its first on-topic one to its last on-topic one
+    assert story and all(
+        INSTANCE.story.split(". ")[0] in a and "ate soup by the fire" not in a for a in story
+    )
+    assert len(gated.calls) < len(full.calls) == 13
+
+
+async def test_a_story_window_rewrite_keeps_the_rest_of_the_message() -> None:
+    story = (
+        "Mara grew up in Leeds. She trained as a nurse in York and worked nights for ten years. "
+        "Her brother Tom still runs the family bakery on Kirk Street, where the ovens are lit at four every "
+        "morning. On Sundays the whole family eats at the bakery, and their cousins drive over from the coast "
+        "with a cake. Nobody has ever missed one of those lunches, not even in the snowy winter of 2010."
+    )
+    messages: list[Message] = [
+        {"role": "user", "content": story},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Correction: Mara trained as a nurse in Hull."},
+    ]
+    correction = Correction(2, None, "Mara trained as a nurse in Hull.", "cue", 1.0)
+    fact = Fact("She trained as a nurse in Hull.", "She trained as a nurse in York.")
+
+    def rewrite(chat: Sequence[Message], purpose: str) -> str:
+        if purpose == "deletion:inconsistent":
+            return "York contradicts Hull."
+        return "Mara grew up in Leeds. She trained as a nurse in Hull and worked nights for ten years."
+
+    backend = LLMBackend()
+    turn = history_turns(messages, [correction])[0]
+    budget = TokenBudget(10**6)
+    context = EditContext(upstream=FakeUpstream(rewrite))
+    (verdict,) = await backend.judge([turn], fact, budget, context)
+    (part,) = verdict.parts
+    # topic {hull, york}: only the second sentence is on topic; the window starts one sentence before it
+    assert story[part.start : part.end] == (
+        "Mara grew up in Leeds. She trained as a nurse in York and worked nights for ten years."
+    )
+    done = await backend.delete(turn, verdict, fact, budget, context)
+    assert done.texts[0] == story.replace("York", "Hull")
+    assert done.facts[0].replaced == story[part.start : part.end]
 
 
 async def test_each_turn_is_edited_at_most_three_times() -> None:
@@ -456,7 +517,10 @@ async def test_the_token_budget_stops_the_algorithm() -> None:
     upstream = FakeUpstream(
         lambda m, purpose: "They contradict.\nYes." if "inconsistent" in purpose else "Q?\nA."
     )
-    run = await DeletionEditor(token_budget=500).run(d.messages, corrections, EditContext(upstream=upstream))
+    backend = LLMBackend(topic_gate=False)
+    run = await DeletionEditor(backend, backend, token_budget=500).run(
+        d.messages, corrections, EditContext(upstream=upstream)
+    )
     assert run.budget_exhausted and run.budget.spent >= 500
     assert run.budget.spent < 500 + 110  # stops right after the call that crossed the limit
     assert len(upstream.calls) == run.budget.calls == 5  # 110 tokens per call

@@ -96,7 +96,8 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _negations(text: str) -> frozenset[str]:
+def negations(text: str) -> frozenset[str]:
+    """The negation words of ``text`` (:data:`_NEGATIONS`, and "not" for any "n't" contraction), lowercased."""
     words = word_tokens(text)
     return frozenset(
         {w for w in words if w in _NEGATIONS} | ({"not"} if any(w.endswith("n't") for w in words) else set())
@@ -128,7 +129,7 @@ def restates_replaced(question: str, answer: str, replaced: str, new: str) -> bo
         return True
     if q_words & lost and a_words & old_words:
         return True
-    return _negations(replaced) != _negations(new) and len((q_words | a_words) & old_words) >= 2
+    return negations(replaced) != negations(new) and len((q_words | a_words) & old_words) >= 2
 
 
 def is_short(text: str) -> bool:
