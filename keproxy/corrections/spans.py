@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.model import Tagged
 from keproxy.corrections.rewrite import choose_correction, shape
 from keproxy.corrections.tagging import snap_to_words, stale_core, widen_to_words
@@ -32,6 +33,7 @@ __all__ = [
     "same_form",
     "same_kind",
     "skeleton",
+    "stated_changes",
     "undangled",
     "within_sentence",
 ]
@@ -223,6 +225,14 @@ def list_marker(text: str, start: int, end: int) -> bool:
 
 
 _DETERMINER = re.compile(r"(?i)^(?:the|a|an|this|that|my|your|our|his|her|their)\s+")
+
+
+def stated_changes(fact: str, text: str) -> list[tuple[str | None, str]]:
+    """(old, new) of each change ``fact`` spells out in a contrast frame ("moved from 9:30 to 10:15", "B instead
+    of A", "B, up from A"; :func:`~keproxy.corrections.detect.cue_parser.parse_cues`) whose old value ``text``
+    states. An edit in the edit memory is a statement, not the chat turn the turn tagger learnt from."""
+    said = set(fold(text).split())
+    return [(p.old, p.new) for p in parse_cues(fact) if p.old and grounded(p.old, said)]
 
 
 def grounded(value: str, said: set[str]) -> bool:

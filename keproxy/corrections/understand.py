@@ -66,7 +66,6 @@ from keproxy.corrections.counts import (
     written_like,
 )
 from keproxy.corrections.derived import follow_on_edits
-from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.formats import clashing_kinds, written_run
 from keproxy.corrections.gate import CorrectionGate
@@ -77,7 +76,6 @@ from keproxy.corrections.rewrite import aligned_run, replacement, shape, unquote
 from keproxy.corrections.spans import (
     find_all,
     fold,
-    grounded,
     named_spans,
     occurrences,
     one_fact_each,
@@ -86,6 +84,7 @@ from keproxy.corrections.spans import (
     realised,
     same_form,
     same_kind,
+    stated_changes,
     within_sentence,
 )
 from keproxy.corrections.spelling import near_spelling
@@ -209,14 +208,16 @@ class CorrectionUnderstanding:
         The same steps as :meth:`detect`'s locate and rewrite, with ``fact`` in the place of the correcting
         user turn and ``text`` as the only earlier turn: the history patch and the answer post-edit
         (``located`` post-editor) are this one job on different text. values: the fact's (old, new) pairs when
-        known (a triple edit's o and o*, old may be None); empty: the turn tagger extracts them from ``fact``.
-        Returns span edits with ``turn_index`` 0 and offsets into ``text``; empty when nothing must change
-        (postEdit's ``<Retain>``). Blocking (runs the taggers); never raises on odd input.
+        known (a triple edit's o and o*, old may be None); empty: a change the fact spells out whose old value
+        ``text`` states (:func:`~keproxy.corrections.spans.stated_changes`, with patterns on), else what the turn
+        tagger extracts from ``fact``. Returns span edits with ``turn_index`` 0 and offsets into ``text``; empty
+        when nothing must change (postEdit's ``<Retain>``). Blocking (runs the taggers); never raises.
         """
         if not text.strip() or not fact.strip():
             return []
         messages = [{"role": "assistant", "content": text}, {"role": "user", "content": fact}]
         pairs = [(old, new) for old, new in values if new and new.strip()]
+        pairs = pairs or (stated_changes(fact, text) if self.options.patterns else [])
         if not pairs:
             (result,) = self.turn_tagger.tag([(fact, context_of(messages, 1))])
             pairs = self._values(fact, result)[0]  # no history: the text may already hold the new value
@@ -278,12 +279,11 @@ class CorrectionUnderstanding:
 
         pairs = [(old, new) for old, new in pairs if old or not any(inside(new, other) for _, other in pairs)]
         if not pairs and self.options.patterns and said:
-            # the turn tagger says "correction" but tags no value: a cue frame ("X, not Y", "I meant Y")
-            # whose old value the history states, and whose new value is of the same kind
+            # tagged a correction without a value: a cue frame whose old value was said, new value of its kind
             pairs = [
-                (p.old, p.new)
-                for p in parse_cues(text)
-                if p.old and grounded(p.old, said) and any(shape(w) == shape(p.old) for w in p.new.split())
+                (o, n)
+                for o, n in stated_changes(text, written)
+                if o and any(shape(w) == shape(o) for w in n.split())
             ]
         # "1,350 and Q3 1,420": two values; "the host is cache-01": a typo fix of "cache-1"
         return old_beside(near_spelling(split_joined(pairs), text, written), text, history), None

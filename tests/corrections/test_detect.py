@@ -153,6 +153,40 @@ def test_cue_old_and_new(text: str, old: str, new: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "old", "new"),
+    [
+        ("The Thursday standup moved from 9:30 to 10:15.", "9:30", "10:15"),
+        ("Dad's metformin dose went up from 500 mg to 1,000 mg twice a day.", "500 mg", "1,000 mg"),
+        ("The staging API moved from port 8080 to 8443 on Monday.", "8080", "8443"),
+        ("The MRI was moved from Tuesday the 9th to Thursday the 11th at 8:20 am.", "Tuesday the 9th",
+         "Thursday the 11th"),
+        ("The rotation switched from weekly to daily shifts.", "weekly", "daily"),
+        ("Our book club swapped the novel from Dune to The Left Hand of Darkness.", "Dune",
+         "The Left Hand of Darkness"),
+        ("The membership costs €39 now, up from €29.", "€29", "€39"),
+        ("Rent fell to $900, down from $1,000.", "$1,000", "$900"),
+    ],
+)  # fmt: skip
+def test_change_statements_give_old_and_new(text: str, old: str, new: str) -> None:
+    """An edit stated as a change ("moved from X to Y", "Y, up from X") parses without a lead cue; like
+    "Y instead of X" it needs the old value in the history to count as a correction."""
+    parsed = parse_cues(text)
+    assert [(p.old, p.new, p.needs_context) for p in parsed] == [(old, new, True)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I walked from the station to the office.",
+        "The shop is open from 9 to 5.",
+        "Prices went from $40, to $35.",
+    ],
+)
+def test_from_to_without_a_verb_of_change_is_no_correction(text: str) -> None:
+    assert parse_cues(text) == []
+
+
+@pytest.mark.parametrize(
     ("text", "new"),
     [
         ("I meant Friday.", "Friday"),

@@ -34,6 +34,15 @@ def test_the_history_patch_and_the_post_edit_are_one_operation(editor: LocatedPo
     assert editor.understanding.make_consistent(MEETING, "") == []
 
 
+def test_an_edit_stated_as_a_change_rewrites_the_old_value_it_names(editor: LocatedPostEditor) -> None:
+    # a statement, not a chat correction: the turn tagger extracts nothing from it; the change frame does
+    text = "Dad takes 500 mg of metformin twice daily with meals, and 10 mg of lisinopril."
+    spans = editor.understanding.make_consistent(
+        text, "Dad's metformin dose went up from 500 mg to 1,000 mg."
+    )
+    assert [(text[s.start : s.end], s.after) for s in spans] == [("500 mg", "1,000 mg")]
+
+
 def test_a_text_the_edit_says_nothing_about_is_retained(editor: LocatedPostEditor) -> None:
     edit = Edit(kind="text", text="The Thursday standup moved to 10:15.")
     text = "Sourdough needs a long, slow rise: leave it overnight in the fridge."

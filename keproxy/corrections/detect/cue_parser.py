@@ -211,6 +211,39 @@ def _clean_new(clause: str) -> str:
     return _strip_punct(_NEW_TAIL.sub("", clause))
 
 
+_VALUE_END = re.compile(
+    r"\s*[,;:]\s+|\s+(?:on|at|for|since|because|after|before|from|by|with|when|so|and|but|which|who|as)\s+",
+    re.IGNORECASE,
+)
+
+
+def _lead_align(region: str, old: str) -> tuple[str, str]:
+    """(old, new) of "from OLD to NEW", ``region`` being what follows "to": the start of it that parallels
+    ``old``, and ``old`` without leading words the new value does not repeat.
+
+    The region ends at the clause's next comma or joining word ("to 8443 on Monday": "8443"). An old value
+    with a number takes as many words around the region's first number as ``old`` has around its own
+    ("500 mg" -> "1,000 mg" of "1,000 mg twice a day"; "Tuesday the 9th" -> "Thursday the 11th"), and
+    drops the words before its number the new value lacks ("port 8080" -> "8080" for "8443"); an old value
+    in lower case takes as many words as it has ("weekly" -> "daily" of "daily shifts"); a name all of it.
+    """
+    region = _strip_punct(_VALUE_END.split(_strip_punct(_NEW_TAIL.sub("", region)), maxsplit=1)[0])
+    words, old_words = _words(region), _words(old)
+    if not words or not old_words:
+        return old, region
+    number_at = next((i for i, w in enumerate(old_words) if _is_number(w)), None)
+    if number_at is not None:
+        at = next((i for i, w in enumerate(words) if _is_number(w)), None)
+        if at is None:
+            return old, region
+        lead = min(at, number_at)
+        new = words[at - lead : at + len(old_words) - number_at]
+        return " ".join(old_words[number_at - lead :]), _strip_punct(" ".join(new))
+    if not any(_is_capitalised(w) for w in old_words) and len(words) > len(old_words):
+        return old, _strip_punct(" ".join(words[: len(old_words)]))
+    return old, region
+
+
 def _contrast(clause: str) -> tuple[str, str, str, float, bool] | None:
     """(old, new, pattern, confidence, needs_context) for the first contrast frame ``clause`` fits."""
     for name, confidence, needs_context, pattern in _CONTRASTS:
@@ -221,7 +254,13 @@ def _contrast(clause: str) -> tuple[str, str, str, float, bool] | None:
         if old is None:
             continue
         raw_new = match.group("new")
-        if name in ("its-not-its", "not-but", "should-be-not"):
+        if name == "from-to":
+            old, new = _lead_align(raw_new, old)
+        elif name == "up-from":
+            new = _align(raw_new, old)
+            if any(_is_number(w) for w in _words(old)) and not any(_is_number(w) for w in _words(new)):
+                continue
+        elif name in ("its-not-its", "not-but", "should-be-not"):
             new = _strip_punct(_NEW_TAIL.sub("", raw_new))
             new = _align(new, old) if len(_words(new)) > len(_words(old)) + 2 else new
         else:

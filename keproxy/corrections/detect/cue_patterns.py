@@ -177,6 +177,12 @@ _PRONOUN_NOT = (
     r"(?:it|that|this|he|she|they)(?:'s\s+not|\s+is\s+not|\s+was\s+not|\s+isn't|\s+wasn't|'re\s+not|\s+aren't"
     r"|\s+are\s+not|\s+weren't)"
 )
+_CHANGE_VERB = (
+    r"(?:moved|changed|switched|swapped|shifted|went\s+(?:up|down)|gone\s+(?:up|down)|rose|risen|fell|fallen"
+    r"|dropped|increased|decreased|raised|lowered|reduced|cut|bumped|pushed|brought|upgraded|downgraded|renamed"
+    r"|updated|extended|shortened|jumped|climbed|grew|grown|shrank|slipped|revised|corrected|amended|edited"
+    r"|converted|migrated|relocated|rescheduled|transferred|reassigned|promoted|demoted)"
+)
 # Contrast frames, tried in order on one clause: (name, confidence, needs_context, pattern).
 _CONTRASTS: tuple[tuple[str, float, bool, re.Pattern[str]], ...] = tuple(
     (name, confidence, needs_context, re.compile(body, re.IGNORECASE | re.DOTALL))
@@ -218,6 +224,21 @@ _CONTRASTS: tuple[tuple[str, float, bool, re.Pattern[str]], ...] = tuple(
             0.55,
             True,
             rf"(?P<new>.+?)\s+(?:instead\s+of|rather\s+than)\s+(?P<old>{_SPAN}{{1,60}}?){_OLD_END}.*",
+        ),
+        (
+            # "the standup moved from 9:30 to 10:15", "the dose went up from 500 mg to 1,000 mg twice a day":
+            # a verb of change, at most six words before "from"; the new value is read from the start of
+            # what follows "to" (cue_parser._lead_align)
+            "from-to",
+            0.55,
+            True,
+            rf".*?\b{_CHANGE_VERB}(?:\s+[\w'-]+){{0,6}}?\s+from\s+(?P<old>{_SPAN}{{1,60}}?)\s+to\s+(?P<new>.+)",
+        ),
+        (
+            "up-from",
+            0.55,
+            True,
+            rf"(?P<new>.+?)\s*,?\s+(?:up|down)\s+from\s+(?P<old>{_SPAN}{{1,60}}?){_OLD_END}.*",
         ),
     )
 )
