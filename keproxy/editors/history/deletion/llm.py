@@ -107,24 +107,17 @@ class LLMBackend:
         self.generation = generation or EditorGeneration()
         self.topic_gate = topic_gate
 
-    def _windows(self, pos: int, text: str, fact: Fact) -> list[Part]:
-        """The part of a long message F.1 is asked about: the whole message with the gate off; else the
-        sentences from the one before the first sentence on topic (what its pronouns may refer to) to the last
-        on topic, the rest of the message kept as it is; none when no sentence is on topic."""
-        if not self.topic_gate:
+    def _windows(self, pos: int, text: str, topic: frozenset[str] | None) -> list[Part]:
+        """The part of a long message F.1 is asked about: the whole message with the gate off (``topic``
+        None); else the sentences from the one before the first sentence on ``topic`` (what its pronouns may
+        refer to) to the last on topic, the rest of the message kept as it is; none when no sentence is."""
+        if topic is None:
             return [Part(pos, 0, len(text))]
-        topic = _topic(fact)
         bounds = sentence_bounds(text)
         on = [k for k, (start, end) in enumerate(bounds) if topic & content_words(text[start:end])]
         if not on:
             return []
         return [Part(pos, bounds[max(on[0] - 1, 0)][0], bounds[on[-1]][1])]
-
-    def _on_topic(self, text: str, fact: Fact) -> bool:
-        """Whether ``text`` shares a content word with the fact or its ``replaced`` text (always, gate off)."""
-        if not self.topic_gate:
-            return True
-        return bool(content_words(text) & _topic(fact))
 
     async def _ask(
         self, chat: list[Message], purpose: str, budget: TokenBudget, context: EditContext, text: str
@@ -140,20 +133,24 @@ class LLMBackend:
         self, turns: Sequence[TurnView], fact: Fact, budget: TokenBudget, context: EditContext
     ) -> list[Verdict]:
         out: list[Verdict] = []
+        topic = _topic(fact) if self.topic_gate else None
         for turn in turns:
             if turn.is_exchange:
-                prompts = [
-                    (Part(None), QA_CHECK_PROMPT.format(qa=_qa(turn), correction=fact.text), _qa(turn))
-                ]
+                qa = _qa(turn)
+                on_topic = topic is None or bool(topic & content_words(qa))
+                prompts = (
+                    [(Part(None), QA_CHECK_PROMPT.format(qa=qa, correction=fact.text), qa)]
+                    if on_topic
+                    else []
+                )
             else:
                 prompts = [
                     (part, STORY_CHECK_PROMPT.format(story=window, correction=fact.text), window)
                     for pos, text in enumerate(turn.texts)
                     if not is_short(text)
-                    for part in self._windows(pos, text, fact)
+                    for part in self._windows(pos, text, topic)
                     for window in (text[part.start : part.end],)
                 ]
-            prompts = [p for p in prompts if self._on_topic(p[2], fact)]
             parts, chats, asked = [], [], 0
             for part, prompt, checked in prompts:
                 if budget.exhausted:
@@ -224,7 +221,8 @@ def _spliced(texts: Sequence[str | None], stories: Sequence[tuple[Part, str]]) -
     of a message to the first, so the earlier offsets still hold)."""
     out = list(texts)
     for part, story in sorted(stories, key=lambda s: (s[0].position or 0, s[0].start), reverse=True):
-        text = out[part.position or 0]
-        if text is not None and part.position is not None:
+        assert part.position is not None  # a story window is a part of one message
+        text = out[part.position]
+        if text is not None:
             out[part.position] = text[: part.start] + story + text[part.end :]
     return tuple(out)
