@@ -36,6 +36,7 @@ __all__ = [
     "in_written_format",
     "measured_like",
     "number_first",
+    "number_spellings",
     "weekday_like",
     "written_run",
 ]
@@ -405,6 +406,14 @@ def spaced_thousands(value: str) -> list[str]:
     if not _COMMA_GROUPS.search(value):
         return [value]
     return [value] + [_regrouped(value, sep) for sep in " \u00a0\u202f"]
+
+
+def number_spellings(value: str) -> list[str]:
+    """``value`` and, when it groups thousands with commas, the same grouped with a space, a no-break space, a
+    thin space (:func:`spaced_thousands`) and not grouped at all ("1,000 mg" -> "1 000 mg", ..., "1000 mg"): the
+    ways a text may state that number."""
+    spellings = spaced_thousands(value)
+    return spellings if len(spellings) == 1 else [*spellings, _regrouped(value, "")]
 
 
 def _regrouped(value: str, sep: str) -> str:

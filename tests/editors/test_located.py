@@ -43,6 +43,14 @@ def test_an_edit_stated_as_a_change_rewrites_the_old_value_it_names(editor: Loca
     assert [(text[s.start : s.end], s.after) for s in spans] == [("500 mg", "1,000 mg")]
 
 
+def test_a_text_stating_the_new_number_in_another_grouping_is_retained(editor: LocatedPostEditor) -> None:
+    # "1000 mg" states "1,000 mg": the "500 mg" the text mentions as what was replaced stays
+    edit = Edit(kind="text", text="Mia's iron dose went up from 500 mg to 1,000 mg a day.")
+    text = "Mia now takes 1000 mg of iron a day; her old 500 mg tablets are used up."
+    result = editor.apply("How much iron does Mia take?", text, edit)
+    assert (result.retain, result.apply(text)) == (True, text)
+
+
 def test_a_text_the_edit_says_nothing_about_is_retained(editor: LocatedPostEditor) -> None:
     edit = Edit(kind="text", text="The Thursday standup moved to 10:15.")
     text = "Sourdough needs a long, slow rise: leave it overnight in the fridge."

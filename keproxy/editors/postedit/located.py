@@ -29,6 +29,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from keproxy.corrections.base import apply_spans
+from keproxy.corrections.formats import number_spellings
 from keproxy.editors.base import EditContext
 from keproxy.editors.postedit.base import PostEditor, PostEditResult, edit_objects
 from keproxy.editors.postedit.registry import PostEditorResources
@@ -89,8 +90,11 @@ class LocatedPostEditor:
         spans = self.understanding.make_consistent(response, fact, [(old, new)] if new else [])
         if not spans:
             return PostEditResult.retained(rule="nothing-stale")
-        # a span whose new value the answer already gives is not stale
-        stale = sorted((s for s in spans if not mentions(response, s.after)), key=lambda s: (s.start, s.end))
+        # a span whose new value the answer already gives (in any grouping of its digits) is not stale
+        stale = sorted(
+            (s for s in spans if not any(mentions(response, v) for v in number_spellings(s.after))),
+            key=lambda s: (s.start, s.end),
+        )
         out, taken = apply_spans(response, stale)
         if not taken:
             return PostEditResult.retained(rule="nothing-stale")
