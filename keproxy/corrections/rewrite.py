@@ -291,6 +291,10 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         rest = [w.strip(".,;:!?").casefold() for w in new.split() if w.strip(".,;:!?") != pick]
         if pick is not None and all(w in sentence.casefold() for w in rest):
             new = pick  # the other words are the text's own ("number 72" where it says "number 27")
+    if len(numbers) == 1 and _operand(sentence, start, end):
+        # "1500 + 2000 + 2500 = 6000 m" under "1800m": an operand stays a bare number, the unit is the sum's
+        bare = grouped_like(span, _keep_zero_cents(span, numbers[0]))
+        return bare if bare != span else None
     in_order = _numbers_in_order(span, new)
     if in_order is not None:
         return in_order if in_order != span else None
@@ -316,6 +320,22 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         return fitted if fitted and fitted != span else None
     aligned = _aligned(sentence, start, end, new)
     return aligned if aligned and aligned != span else None
+
+
+_OPERATOR_BEFORE = re.compile(r"(?:^|\s)[+×*/÷−=≈]\s*$")
+_OPERATOR_AFTER = re.compile(r"^\s*[+×*/÷−=≈](?:\s|$)")
+
+
+def _operand(sentence: str, start: int, end: int) -> bool:
+    """Whether ``sentence[start:end]`` is a bare number written as an operand of arithmetic: digits (and
+    grouping) only, with an operator (+ × * / ÷ − = ≈) and a space between it and its neighbour."""
+    return bool(
+        re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?", sentence[start:end])
+        and (
+            _OPERATOR_BEFORE.search(sentence[max(0, start - 4) : start])
+            or _OPERATOR_AFTER.match(sentence[end:])
+        )
+    )
 
 
 #: Punctuation around a word that is not part of it ("(Friday," -> "Friday").

@@ -367,3 +367,19 @@ def test_the_texts_own_mark_and_words_after_the_span_are_not_written_twice() -> 
     sentence = "Draft a reply to Mr. Patel confirming our call."
     at = sentence.index("Mr")
     assert replacement(sentence, at, at + 2, "Ms. Patel", "Mr") == "Ms"  # was "Ms. Patel": "Ms. Patel. Patel"
+
+
+def test_an_operand_of_written_arithmetic_stays_a_bare_number() -> None:
+    text = "Daily steps: 4200 + 5100 + 3900 = 13200 steps over three days."
+    at = text.index("5100")
+    # the new value's glued unit belongs to the result, not to the operand
+    assert replacement(text, at, at + 4, "4800 steps") == "4800"
+    assert replacement(text, at, at + 4, "4800steps") == "4800"
+    # an operand written with zero cents keeps them
+    text = "3 tickets × €12.00 = €36.00"
+    at = text.index("12.00")
+    assert replacement(text, at, at + 5, "€15") == "15.00"
+    # a number that is no operand keeps the unit the user wrote
+    text = "Monday 1500m, Thursday 2000m."
+    at = text.index("2000m")
+    assert replacement(text, at, at + 5, "1800m") == "1800m"
