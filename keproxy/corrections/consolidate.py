@@ -31,9 +31,10 @@ from typing import Any
 
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.formats import date_around, spaced_thousands
+from keproxy.corrections.model import Tagged
 from keproxy.corrections.rewrite import differing_words, shape, word_changes
 from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
-from keproxy.corrections.tagging import widen_to_words
+from keproxy.corrections.tagging import snap_to_words, widen_to_words
 from keproxy.corrections.units import MEASURED, same_unit
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "states",
     "support",
     "typed_candidates",
+    "untagged_candidates",
     "value_key",
     "whole_token",
     "word_before",
@@ -165,6 +167,20 @@ def typed_candidates(sentence: str, new: str) -> list[tuple[int, int]]:
         if x < y and shape(sentence[x:y]) == kind and sentence[x:y].casefold() not in new.casefold():
             out.append((x, y))
     return out
+
+
+def untagged_candidates(
+    sentence: str, result: Tagged, pairs: Sequence[tuple[str | None, str]], new: str
+) -> list[tuple[int, int]]:
+    """The values of ``sentence`` of the new value's kind that may compete with the tagged ones
+    (:func:`typed_candidates`). When the turn corrects several facts, the values
+    the tagger tagged were already matched to the corrections jointly (:func:`~keproxy.corrections.spans.one_fact_each`), so only those it
+    did not tag are offered again."""
+    found = typed_candidates(sentence, new)
+    if len(pairs) < 2:
+        return found
+    tagged = [(x, y) for x, y, _ in snap_to_words(sentence, result.spans)]
+    return [(x, y) for x, y in found if not any(a < y and x < b for a, b in tagged)]
 
 
 def standalone(text: str, start: int, end: int, *, loose: bool) -> bool:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from keproxy.corrections.assign import match_values, value_runs
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.model import Tagged
@@ -269,23 +270,35 @@ def oriented(old: str | None, new: str, said: set[str]) -> tuple[str | None, str
 
 
 def one_fact_each(
-    sentence: str, result: Tagged, pairs: Sequence[tuple[str | None, str]]
+    sentence: str, result: Tagged, pairs: Sequence[tuple[str | None, str]], turn_text: str = ""
 ) -> list[tuple[int, int, int]]:
     """The tagged stale spans of one sentence as (start, end, correction index), keeping those that fit their
-    correction (:func:`fits`). A correction changes one fact of a sentence: when the tagger marks several
-    different values for one correction (the corrected price and, beside it, a lumen count of the same digits),
-    only its most confident span stays, with the other copies of that same text."""
+    correction (:func:`fits`). A tagged span joining several numbers is split into them
+    (:func:`~keproxy.corrections.assign.value_runs`). A correction changes one fact of a sentence: when the
+    tagger marks several different values for one correction (the corrected price and, beside it, a lumen count
+    of the same digits), only its most confident span stays, with the other copies of that same text. When the
+    turn (``turn_text``) corrects several facts, the values are matched to the corrections jointly
+    (:func:`~keproxy.corrections.assign.match_values`)."""
+    spans = [
+        r for x, y, _ in snap_to_words(sentence, result.spans) for r in value_runs(sentence, x, y)
+        if not list_marker(sentence, *r)
+    ]  # fmt: skip
+    if len(pairs) > 1 and turn_text:
+        allowed = [[fits(sentence[x:y], *pair) for pair in pairs] for x, y in spans]
+        matched = match_values(sentence, spans, pairs, turn_text, allowed)
+        if matched is not None:
+            return sorted((x, y, k) for (x, y), k in matched.items())
     by_correction: dict[int, list[tuple[int, int, float]]] = {}
-    for x, y, _ in snap_to_words(sentence, result.spans):
+    for x, y in spans:
         span = sentence[x:y]
         k = choose_correction(span, sentence, pairs, x)
         if fits(span, *pairs[k]):
             by_correction.setdefault(k, []).append((x, y, result.span_confidence(x, y)))
     out: list[tuple[int, int, int]] = []
-    for k, spans in by_correction.items():
-        bx, by, _ = max(spans, key=lambda s: s[2])
+    for k, found in by_correction.items():
+        bx, by, _ = max(found, key=lambda s: s[2])
         best = sentence[bx:by].casefold()
-        out += [(x, y, k) for x, y, _ in spans if sentence[x:y].casefold() == best]
+        out += [(x, y, k) for x, y, _ in found if sentence[x:y].casefold() == best]
     return sorted(out)
 
 

@@ -53,6 +53,7 @@ from keproxy.corrections.consolidate import (
     standalone,
     support,
     typed_candidates,
+    untagged_candidates,
     whole_token,
 )
 from keproxy.corrections.counts import (
@@ -334,15 +335,14 @@ class CorrectionUnderstanding:
             flagged.append((index, a, b))
             sentence = texts[index][a:b]
             named = named_spans(sentence, pairs)
-            by_tags = [
-                t for t in one_fact_each(sentence, result, pairs) if t[2] not in {k for *_, k in named}
-            ]
+            own = {k for *_, k in named}
+            by_tags = [t for t in one_fact_each(sentence, result, pairs, texts[turn]) if t[2] not in own]
             found += [Found(index, a + x, a + y, k, 1.0 + result.score, named=True) for x, y, k in named]
             for x, y, k in by_tags:
                 x, y = same_form(sentence, x, y, pairs[k][1])
                 found.append(Found(index, a + x, a + y, k, result.score * result.span_confidence(x, y)))
             for k, (old, new) in enumerate(pairs):
-                for x, y in [] if old else typed_candidates(sentence, new):
+                for x, y in [] if old else untagged_candidates(sentence, result, pairs, new):
                     if not any(f.turn == index and f.start < a + y and a + x < f.end for f in found):
                         found.append(
                             Found(index, a + x, a + y, k, result.score * result.span_confidence(x, y))

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Chooser", "align_change", "tokens"]
+__all__ = ["STOPWORDS", "Chooser", "align_change", "tokens"]
 
 
 # ------------------------------------------------------------------------------------------ tokens
@@ -22,7 +22,8 @@ def _wordset(words: str) -> frozenset[str]:
 
 
 _TOKEN = re.compile(r"[$€£]?\w+(?:[-:.,'’/]\w+)*%?")
-_STOPWORDS = _wordset(
+#: Function words, pronouns, auxiliaries and fillers (folded): words that name no fact.
+STOPWORDS = _wordset(
     """a an the this that these those some any every each all both either neither no not nor
     i me my mine we us our you your he him his she her it its they them their there here
     i'm i've i'd i'll we're we've you're you've he's she's it's they're they've that's there's here's what's
@@ -52,7 +53,7 @@ class _Token:
 
 def _key(word: str) -> str:
     key = word.lower().replace("’", "'")
-    if key in _STOPWORDS:
+    if key in STOPWORDS:
         return key
     if key.endswith("'s"):
         key = key[:-2]
@@ -66,7 +67,7 @@ def tokens(text: str) -> list[_Token]:
     for i, match in enumerate(_TOKEN.finditer(text)):
         word = match.group()
         lower = word.lower().replace("’", "'")
-        stop = lower in _STOPWORDS
+        stop = lower in STOPWORDS
         number = any(ch.isdigit() for ch in word) or lower in _NUMBER_WORDS
         name = word[:1].isupper() and not stop and not number and word != "I"
         out.append(_Token(match.start(), match.end(), _key(word), not stop, number, name, i == 0))
