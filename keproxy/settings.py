@@ -210,7 +210,8 @@ class DetectionSettings(BaseModel):
     learned_detector: dict[str, Any] = Field(
         default_factory=dict,
         description="Options of the 'learned' detector (keproxy.corrections.understand.UnderstandingOptions): "
-        "detect_threshold, stale_threshold, max_candidates, patterns (the KEIC-template fast path).",
+        "detect_threshold, stale_threshold, stale_evidence (0: the turn tagger alone decides), max_candidates, "
+        "patterns (the KEIC-template fast path).",
     )
     judge_model: str | None = Field(
         default=None,

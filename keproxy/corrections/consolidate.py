@@ -42,6 +42,7 @@ __all__ = [
     "copies",
     "current",
     "distinctive",
+    "named_anywhere",
     "one_fact",
     "propagate",
     "restated",
@@ -459,6 +460,29 @@ def copies(
                 and (wide or sentence_score(turn, at) >= min_score)
             ):
                 yield turn, at, end
+
+
+def named_anywhere(
+    texts: Sequence[str],
+    turns: Sequence[int],
+    pairs: Sequence[tuple[str | None, str]],
+    found: Sequence[Found],
+    sentence_score: Callable[[int, int], float],
+    min_score: float,
+) -> list[Found]:
+    """A short old value the user named ("not Glasgow", "calc_vat was the old name") that no flagged sentence
+    holds: its whole-word occurrences in ``turns``, every one when the value is distinctive, else those in a
+    sentence whose ``sentence_score`` (the stale tagger's P(stale)) is at least ``min_score`` (:func:`copies`)."""
+    out: list[Found] = []
+    for k, (old, _) in enumerate(pairs):
+        core = (old or "").strip().strip("\"“”'‘’`")
+        if not core or len(core.split()) > 2 or any(f.correction == k for f in found):
+            continue
+        out += [
+            Found(index, at, end, k, 1.0, named=True)
+            for index, at, end in copies(texts, turns, core, sentence_score, min_score=min_score)
+        ]
+    return out
 
 
 def restated_words(

@@ -43,8 +43,8 @@ from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.consolidate import (
     Found,
-    copies,
     current,
+    named_anywhere,
     narrow,
     one_fact,
     propagate,
@@ -121,6 +121,12 @@ class UnderstandingOptions(BaseModel):
     """Skip user turns that report another person's claim with doubt ("my friend insists it's Sydney, not
     Canberra. Who's right?"; :func:`keproxy.corrections.claims.reported_claim`); a KEIC template turn is never
     skipped."""
+    stale_evidence: float = Field(default=0.03, ge=0, le=1)
+    """A turn the turn tagger reads as a correction (not a KEIC template) counts only when a stale span is located
+    or the stale tagger gives an earlier sentence at least this P(stale): a turn that relates to nothing said
+    earlier ("by the way, the lot number was 4471B, please add it") adds or asks, it corrects nothing. 0: the
+    turn tagger alone decides. On the corpus's train split, 99.6% of the sentences holding a stale span score at
+    least 0.03 and three in four of the others below 0.008."""
     gate: bool = True
     """Send only the user turns the correction gate (:mod:`keproxy.corrections.gate`) lets through to the turn
     tagger (a KEIC template turn always goes); False: every user turn after the first."""
@@ -191,6 +197,9 @@ class CorrectionUnderstanding:
                 earlier = [i for i in range(turn) if messages[i].get("role") in ("user", "assistant")]
                 extra, more = unextracted(texts, earlier, turn, pairs, spans)
                 pairs, spans = [*pairs, *extra], [*spans, *more]
+            settled = template or spans or not self.options.stale_evidence
+            if not (settled or self._flags(messages, turn, {c.turn_index for c in out})):
+                continue  # nothing said earlier is stale: an addition, a request, an opinion corrects nothing
             if not pairs:
                 out.append(Correction(turn, None, texts[turn], self.name, result.score))
                 continue
@@ -289,6 +298,13 @@ class CorrectionUnderstanding:
         # "1,350 and Q3 1,420": two values; "the host is cache-01": a typo fix of "cache-1"
         return old_beside(near_spelling(split_joined(pairs), text, written), text, history), None
 
+    def _flags(self, messages: Sequence[Mapping[str, Any]], turn: int, skip: set[int]) -> bool:
+        """Whether the stale tagger gives an earlier sentence ``options.stale_evidence`` against turn ``turn``."""
+        text = message_text(messages[turn])
+        candidates = self._candidates(messages, turn, text, skip)
+        tagged = self.stale_tagger.tag([(text, message_text(messages[i])[a:b]) for i, a, b in candidates])
+        return any(r.score >= self.options.stale_evidence for r in tagged)
+
     def _candidates(
         self, messages: Sequence[Mapping[str, Any]], turn: int, text: str, skip: set[int]
     ) -> list[tuple[int, int, int]]:
@@ -350,7 +366,7 @@ class CorrectionUnderstanding:
         turns = [
             i for i in range(turn) if i not in skip and messages[i].get("role") in ("user", "assistant")
         ]  # fmt: skip
-        found += self._named_anywhere(texts, turns, pairs, found, sentence_score)
+        found += named_anywhere(texts, turns, pairs, found, sentence_score, self.options.propagate_threshold)
         # a span joining several values ("10.0.4.71:6379") states the part written like the new value
         found = [
             replace(f, start=s, end=e)
@@ -412,29 +428,6 @@ class CorrectionUnderstanding:
         edits += anchored_edits(texts, turns, turn, pairs, edits)  # facts named by words, nothing tagged
         edits = within_named_clauses(texts, turn, pairs, edits)  # "pick-up ... gate 3, drop-off ... gate 3"
         return edits + follow_on_edits(texts, turns, edits)
-
-    def _named_anywhere(
-        self,
-        texts: Sequence[str],
-        turns: Sequence[int],
-        pairs: Sequence[tuple[str | None, str]],
-        found: Sequence[Found],
-        sentence_score: Any,
-    ) -> list[Found]:
-        """A short old value the user named ("not Glasgow", "calc_vat was the old name") that no flagged
-        sentence holds: its whole-word occurrences in the earlier turns, every one when the value is
-        distinctive, else those in a sentence the tagger scored as possibly stale."""
-        out: list[Found] = []
-        for k, (old, _) in enumerate(pairs):
-            core = (old or "").strip().strip("\"“”'‘’`")
-            if not core or len(core.split()) > 2 or any(f.correction == k for f in found):
-                continue
-            threshold = self.options.propagate_threshold
-            out += [
-                Found(index, at, end, k, 1.0, named=True)
-                for index, at, end in copies(texts, turns, core, sentence_score, min_score=threshold)
-            ]
-        return out
 
     def _restated(
         self,

@@ -13,7 +13,7 @@ import pytest
 from keproxy.corrections.model import Tagged
 from keproxy.corrections.spans import fold, named_spans, one_fact_each, oriented, same_kind, undangled
 from keproxy.corrections.tagging import snap_to_words
-from keproxy.corrections.understand import CorrectionUnderstanding
+from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
 
@@ -288,7 +288,7 @@ def test_an_old_value_the_new_value_restates_is_not_the_old_value(
 
 
 def test_a_terse_correction_rewrites_the_value_mentioned_last() -> None:
-    from keproxy.corrections.understand import CorrectionUnderstanding
+    from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
 
     messages = [
         {"role": "user", "content": "Set a reminder to call mum on Sunday at 6pm."},
@@ -306,3 +306,22 @@ def test_an_old_hour_is_not_taken_for_part_of_the_new_time() -> None:
     from keproxy.corrections.understand import _words_within
 
     assert _words_within("March", "Monday 10 March") and not _words_within("11", "11:30")
+
+
+def test_a_turn_that_makes_nothing_earlier_stale_is_no_correction(understanding: CorrectionUnderstanding) -> None:
+    history = [
+        "Write a short note to the lab manager asking for two boxes of nitrile gloves, size M.",
+        "Hi Priya, could we order two boxes of nitrile gloves in size M for the bench? Thanks!",
+    ]
+    addition = chat(*history, "oh and the supplier code is GLV-2290, please include it")
+    turn_tagger_alone = CorrectionUnderstanding(
+        understanding.turn_tagger, understanding.stale_tagger, UnderstandingOptions(stale_evidence=0)
+    )
+    assert turn_tagger_alone.detect(addition)  # the turn tagger reads it as a correction...
+    assert understanding.detect(addition) == []  # ...but no earlier sentence is stale
+    correction = chat(*history, "no, make that three boxes, not two")
+    assert understanding.detect(correction)
+
+
+def chat(*turns: str) -> list[dict[str, str]]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(turns)]
