@@ -211,11 +211,19 @@ def narrow(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     """A span that joins several values with ``:`` or ``/`` ("10.0.4.71:6379", "3/4") narrowed to the one part
     written like the new value ("10.0.4.71" for "10.0.4.17"), so the rewrite keeps the rest (the port); a span
     of several numbers narrowed to the one written with the new value's unit ("30" of "5 km in 30 minutes" for
-    "25 minutes")."""
+    "25 minutes"); a span of words holding one number narrowed to it when the new value is one number ("eleven"
+    of "eleven years old" for "nine")."""
     span = text[start:end]
     measured = _measured_part(text, start, end, new)
     if measured is not None:
         return measured
+    if len(new.split()) == 1 and shape(new) == "number":  # "eleven years old" under "nine": "eleven"
+        words = [m for m in _TOKEN.finditer(span)]
+        counted = [m for m in words if shape(m.group()) == "number"]
+        if len(words) > 1 and len(counted) == 1:
+            word = counted[0].group()
+            lead = len(word) - len(word.lstrip(_MARKS))
+            return start + counted[0].start() + lead, start + counted[0].start() + len(word.rstrip(_MARKS))
     target = skeleton(new.strip(), _MARKS)
     if not re.search(r"[:/]", span) or skeleton(span, _MARKS) == target:
         return start, end

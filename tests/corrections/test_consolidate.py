@@ -395,3 +395,14 @@ def test_a_word_of_a_name_widens_to_the_name_for_a_new_name(
     at = text.index(span)
     start, end = whole_token(text, at, at + len(span), new)
     assert text[start:end] == expected
+
+
+def test_a_span_of_words_holding_one_number_narrows_to_it_for_a_bare_new_number() -> None:
+    text = "The recipe wants two tablespoons of honey, stirred in warm."
+    at = text.index("two tablespoons")
+    start, end = narrow(text, at, at + len("two tablespoons"), "three")
+    assert text[start:end] == "two"
+    # a new value with its own words, or a span with two numbers, is left as it is
+    assert narrow(text, at, at + len("two tablespoons"), "three teaspoons") == (at, at + len("two tablespoons"))
+    text = "Boil 2 eggs for 7 minutes."
+    assert narrow(text, 5, 25, "3") == (5, 25)
