@@ -123,6 +123,10 @@ def _total_items(text: str, total: Amount, amounts: Sequence[Amount], operands: 
     return []
 
 
+_EQUIVALENT = re.compile(
+    rf"\s?(?P<unit_x>[^\W\d_]{{0,6}})\s?\(\s*(?:(?:about|approx\.?|roughly|around|circa|ca\.)\s+|[~≈]\s?)?"
+    rf"(?P<cur>[£$€¥₹])?(?P<num>{NUM})\s?(?P<unit_y>[^\W\d_]{{1,6}})?\s*\)"
+)
 _BARE = ("", "")
 _TIMES = ("", "x")  # "2x fullness"
 _MONTH = re.compile(MONTH_PREFIX + r"\.?", re.IGNORECASE)
@@ -290,6 +294,7 @@ class _Derivation:
             for share in self.shares:
                 self._divide(share)
             self._relate()
+            self._convert()
             if len(self.values) == before:
                 break
         out = []
@@ -396,6 +401,32 @@ class _Derivation:
             _RESULT_BEFORE.search(self.text, start, number.start)
             or any(_RESULT_AFTER.match(self.text, at) for at in after)
         )
+
+    def _convert(self) -> None:
+        """The same quantity written again in brackets in another unit or currency right after a changed one
+        ("6000 m (6 km)", "$50 (about £40)") moves in proportion: a conversion between linear units is one
+        factor, so the bracket keeps it. Temperatures (an offset, not a factor) are never read: "°" is no
+        unit word here."""
+        for start, value in list(self.values.items()):
+            x = self.numbers.get(start)
+            m = _EQUIVALENT.match(self.text, x.end) if x is not None and x.value else None
+            y = self.numbers.get(m.start("num")) if m is not None else None
+            if m is None or y is None or y.start in self.values:
+                continue
+            x_unit = (self._currency(x.start), m.group("unit_x").casefold())
+            y_unit = ((m.group("cur") or ""), (m.group("unit_y") or "").casefold())
+            if x_unit == y_unit or not (x_unit[1] or x_unit[0]) or not (y_unit[1] or y_unit[0]):
+                continue  # the same unit in brackets is another quantity ("3 tins of 2.5 L (7.5 L)")
+            scaled = y.value * value / x.value
+            decimals = y.decimals
+            while decimals < 2 and abs(round(scaled, decimals) - scaled) > 0.02 * abs(scaled):
+                decimals += 1  # "(6 km)" under 5800 m is "(5.8 km)", not "(6 km)"
+            self._change(y, round(scaled, decimals), self.source[start])
+            self.numbers[y.start] = replace(y, decimals=decimals)
+
+    def _currency(self, start: int) -> str:
+        before = self.text[max(0, start - 1) : start]
+        return before if before in "£$€¥₹" and before else ""
 
     def _divide(self, share: Amount) -> None:
         """A percentage written beside the part and the whole it is the ratio of ("£340k spent of £500k (68%)")

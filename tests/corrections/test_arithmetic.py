@@ -210,3 +210,17 @@ def test_a_derived_result_restated_in_a_later_turn_changes_there_and_derives_aga
         (2, "2,600", "2,800"),
         (2, "52", "56"),
     ]
+
+
+def test_the_same_quantity_in_another_unit_in_brackets_moves_in_proportion() -> None:
+    text = "The loop is 4000 m (4 km) and the café sells flat whites at $5 (about £4)."
+    assert corrected(text, edit(text, "4000", "4500")) == (
+        "The loop is 4500 m (4.5 km) and the café sells flat whites at $5 (about £4)."
+    )
+    assert corrected(text, edit(text, "5", "6")) == (
+        "The loop is 4000 m (4 km) and the café sells flat whites at $6 (about £4.8)."
+    )
+    # the same unit in brackets is another quantity, and a temperature is an offset, not a factor
+    text = "Buy 4 bags of 2 kg (8 kg) and bake at 200 °C (392 °F)."
+    assert corrected(text, edit(text, "2", "3")) == "Buy 4 bags of 3 kg (8 kg) and bake at 200 °C (392 °F)."
+    assert corrected(text, edit(text, "200", "180")) == "Buy 4 bags of 2 kg (8 kg) and bake at 180 °C (392 °F)."
