@@ -41,6 +41,7 @@ from keproxy.corrections.arithmetic import (
 )
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import distinctive, standalone
+from keproxy.corrections.dates import date_edits
 from keproxy.corrections.formats import MONTH_PREFIX
 from keproxy.corrections.spans import find_all
 
@@ -233,11 +234,16 @@ def derived_edits(texts: Sequence[str], edits: Sequence[SpanEdit]) -> list[SpanE
 
 
 def follow_on_edits(texts: Sequence[str], turns: Sequence[int], edits: Sequence[SpanEdit]) -> list[SpanEdit]:
-    """What ``edits`` make stale besides themselves: the derived results (:func:`derived_edits`), the copies of
+    """What ``edits`` make stale besides themselves: the derived results (:func:`derived_edits`) and dates
+    (:func:`~keproxy.corrections.dates.date_edits`), the copies of
     each derived result that is distinctive (three digits or more, "€2,600": a later turn restating the net) in
     ``turns``, and the results those copies derive in their own turns ("2% of €2,600 is €52"). None overlaps
     ``edits`` or another."""
     derived = derived_edits(texts, edits)
+    derived += [
+        d for d in date_edits(texts, edits)
+        if not any(t.turn_index == d.turn_index and t.start < d.end and d.start < t.end for t in derived)
+    ]  # fmt: skip
     taken = [*edits, *derived]
 
     def free(turn: int, start: int, end: int) -> bool:  # overlaps no edit taken or copied
@@ -409,7 +415,9 @@ class _Derivation:
         unit word here."""
         for start, value in list(self.values.items()):
             x = self.numbers.get(start)
-            m = _EQUIVALENT.match(self.text, x.end) if x is not None and x.value else None
+            if x is None or not x.value:
+                continue
+            m = _EQUIVALENT.match(self.text, x.end)
             y = self.numbers.get(m.start("num")) if m is not None else None
             if m is None or y is None or y.start in self.values:
                 continue

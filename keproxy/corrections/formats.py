@@ -197,10 +197,12 @@ def _like_case(word: str, like: str) -> str:
 def _write_name(name: str, like: str) -> str:
     """``name`` (a month or weekday) written as long, and in the case, as ``like``."""
     core = like.rstrip(".")
-    short = (len(core) < len(name) and name.startswith(core.casefold())) or (
-        len(core) <= 4 and len(core) < len(name)
-    )
-    written = name[: len(core)] if short else name
+    # an abbreviation is a strict beginning of its own name ("Sept", "Thurs."); "July" and "June" are names in full
+    short = any(n.startswith(core.casefold()) and len(core) < len(n) for n in (*_MONTHS, *_WEEKDAYS))
+    if short and name.startswith(core.casefold()):
+        written = name[: len(core)]  # the same name keeps its own abbreviation ("Sept" stays "Sept")
+    else:
+        written = name[:3] if short else name  # "Sept" -> "Oct", "Tues" -> "Wed": another name in three letters
     return _like_case(written, core) + ("." if like.endswith(".") and short else "")
 
 
