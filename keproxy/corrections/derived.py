@@ -291,6 +291,7 @@ class _Derivation:
                     if e.start <= n.start and n.end <= e.end:
                         self.values[n.start] = float(new[0].replace(",", ""))
                         self.source[n.start] = e.correction
+                self._operand_copies(e, float(old[0].replace(",", "")), float(new[0].replace(",", "")))
         for _ in range(_ROUNDS):
             before = len(self.values)
             for q in self.chains:
@@ -314,6 +315,18 @@ class _Derivation:
                 continue
             out.append(SpanEdit(turn, number.start, number.end, was, written, self.source[start]))
         return out
+
+    def _operand_copies(self, edit: SpanEdit, old: float, new: float) -> None:
+        """The edited value, written outside arithmetic, written again as an operand of written arithmetic in its
+        sentence ("hits the 30s timeout, that's 4 × 30 = 120s") is the same value: it changes too, and the
+        arithmetic follows."""
+        if any(edit.start <= n.start < edit.end for n in self.in_chains.values()):
+            return  # the edit is itself an operand: "2 + 2 = 4" with one 2 corrected keeps the other
+        start, end = _sentence(self.text, Number(edit.start, edit.end, old, False, 0, False))
+        for n in self.in_chains.values():
+            outside = n.end <= edit.start or edit.end <= n.start
+            if outside and start <= n.start < end and n.value == old and n.start not in self.values:
+                self._change(n, new, edit.correction)
 
     def _change(self, number: Number, value: float, correction: int) -> None:
         self.values[number.start] = value

@@ -199,10 +199,9 @@ def _write_name(name: str, like: str) -> str:
     core = like.rstrip(".")
     # an abbreviation is a strict beginning of its own name ("Sept", "Thurs."); "July" and "June" are names in full
     short = any(n.startswith(core.casefold()) and len(core) < len(n) for n in (*_MONTHS, *_WEEKDAYS))
-    if short and name.startswith(core.casefold()):
-        written = name[: len(core)]  # the same name keeps its own abbreviation ("Sept" stays "Sept")
-    else:
-        written = name[:3] if short else name  # "Sept" -> "Oct", "Tues" -> "Wed": another name in three letters
+    # the same name keeps its own abbreviation ("Sept" stays "Sept"); another takes three letters ("Oct")
+    own = name.startswith(core.casefold())
+    written = name if not short else name[: len(core)] if own else name[:3]
     return _like_case(written, core) + ("." if like.endswith(".") and short else "")
 
 

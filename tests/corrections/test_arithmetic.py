@@ -223,4 +223,18 @@ def test_the_same_quantity_in_another_unit_in_brackets_moves_in_proportion() -> 
     # the same unit in brackets is another quantity, and a temperature is an offset, not a factor
     text = "Buy 4 bags of 2 kg (8 kg) and bake at 200 °C (392 °F)."
     assert corrected(text, edit(text, "2", "3")) == "Buy 4 bags of 3 kg (8 kg) and bake at 200 °C (392 °F)."
-    assert corrected(text, edit(text, "200", "180")) == "Buy 4 bags of 2 kg (8 kg) and bake at 180 °C (392 °F)."
+    assert (
+        corrected(text, edit(text, "200", "180")) == "Buy 4 bags of 2 kg (8 kg) and bake at 180 °C (392 °F)."
+    )
+
+
+def test_the_corrected_value_written_again_as_an_operand_of_its_sentence_changes_with_it() -> None:
+    text = "Each of the 6 uploads waits for the 15s window, that's 6 × 15 = 90s in all."
+    assert corrected(text, edit(text, "15s", "25s")) == (
+        "Each of the 6 uploads waits for the 25s window, that's 6 × 25 = 150s in all."
+    )
+    # in another sentence it may be another quantity
+    text = "Each upload waits for the 15s window. The queue holds 6 × 15 = 90 files."
+    assert corrected(text, edit(text, "15s", "25s")) == (
+        "Each upload waits for the 25s window. The queue holds 6 × 15 = 90 files."
+    )

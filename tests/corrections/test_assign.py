@@ -45,7 +45,10 @@ def test_a_value_allowed_to_no_correction_is_left_out() -> None:
         spans[1]: 1,
     }
     # nothing matched: the caller decides span by span
-    assert match_values(sentence, spans, pairs, "it's 10:05 and gate 31", [[False, False], [False, False]]) is None
+    assert (
+        match_values(sentence, spans, pairs, "it's 10:05 and gate 31", [[False, False], [False, False]])
+        is None
+    )
 
 
 def test_a_value_that_only_shares_the_kind_is_matched_to_no_correction() -> None:

@@ -403,6 +403,9 @@ def test_a_span_of_words_holding_one_number_narrows_to_it_for_a_bare_new_number(
     start, end = narrow(text, at, at + len("two tablespoons"), "three")
     assert text[start:end] == "two"
     # a new value with its own words, or a span with two numbers, is left as it is
-    assert narrow(text, at, at + len("two tablespoons"), "three teaspoons") == (at, at + len("two tablespoons"))
+    assert narrow(text, at, at + len("two tablespoons"), "three teaspoons") == (
+        at,
+        at + len("two tablespoons"),
+    )
     text = "Boil 2 eggs for 7 minutes."
     assert narrow(text, 5, 25, "3") == (5, 25)

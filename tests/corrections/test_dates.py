@@ -18,7 +18,9 @@ def corrected(text: str, *edits: SpanEdit) -> str:
 
 
 def test_a_date_counted_back_from_a_fixed_date_follows_the_corrected_count() -> None:
-    text = "Fast for 3 days before Monday 12 June, so start on Friday 9 June. Eat normally from Tuesday 13 June."
+    text = (
+        "Fast for 3 days before Monday 12 June, so start on Friday 9 June. Eat normally from Tuesday 13 June."
+    )
     assert corrected(text, edit(text, "3 days", "4 days")) == (
         "Fast for 4 days before Monday 12 June, so start on Thursday 8 June. Eat normally from Tuesday 13 June."
     )

@@ -288,7 +288,7 @@ def test_an_old_value_the_new_value_restates_is_not_the_old_value(
 
 
 def test_a_terse_correction_rewrites_the_value_mentioned_last() -> None:
-    from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
+    from keproxy.corrections.understand import CorrectionUnderstanding
 
     messages = [
         {"role": "user", "content": "Set a reminder to call mum on Sunday at 6pm."},
@@ -308,7 +308,9 @@ def test_an_old_hour_is_not_taken_for_part_of_the_new_time() -> None:
     assert _words_within("March", "Monday 10 March") and not _words_within("11", "11:30")
 
 
-def test_a_turn_that_makes_nothing_earlier_stale_is_no_correction(understanding: CorrectionUnderstanding) -> None:
+def test_a_turn_that_makes_nothing_earlier_stale_is_no_correction(
+    understanding: CorrectionUnderstanding,
+) -> None:
     history = [
         "Write a short note to the lab manager asking for two boxes of nitrile gloves, size M.",
         "Hi Priya, could we order two boxes of nitrile gloves in size M for the bench? Thanks!",
