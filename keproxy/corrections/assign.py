@@ -22,9 +22,9 @@ import re
 from collections.abc import Sequence
 
 from keproxy.corrections.detect.alignment import STOPWORDS
-from keproxy.corrections.rewrite import shape, written_agreement
+from keproxy.corrections.rewrite import SHORT, shape
 
-__all__ = ["closeness", "match_values", "value_runs"]
+__all__ = ["choose_correction", "closeness", "match_values", "value_runs", "written_agreement"]
 
 _TOKEN = re.compile(r"\S+")
 _DIGIT = re.compile(r"\d")
@@ -166,3 +166,64 @@ def _magnitude(text: str) -> float | None:
         except ValueError:
             return None
     return value if value > 0 else None
+
+
+def choose_correction(
+    span: str, context: str, corrections: Sequence[tuple[str | None, str]], at: int | None = None
+) -> int:
+    """Index of the ``(old, new)`` correction the stale ``span`` (inside ``context``, at offset ``at``; None:
+    its first occurrence) belongs to: the one whose old value names it, else the one whose new value has the
+    span's shape, of those the one written most like the span where it stands (:func:`written_agreement`:
+    "70" of "70% complete" goes to "75%", not to "£385k"), else the first."""
+    if len(corrections) == 1:
+        return 0
+    folded = span.casefold()
+    for i, (old, _) in enumerate(corrections):
+        if old and (folded in old.casefold() or old.casefold() in folded):
+            return i
+    kind = shape(span)
+    start = context.find(span) if at is None else at
+    scored = [
+        (
+            shape(new) == kind,
+            written_agreement(context, start, start + len(span), new) if start >= 0 else 0,
+            -i,
+        )
+        for i, (_, new) in enumerate(corrections)
+    ]
+    return -max(scored)[2]
+
+
+_LETTER_RUN = re.compile(r"[^\W\d_]+")
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+def _written_form(word: str) -> str:
+    """A value's written form: digit runs as "#", letter runs as "a", other characters kept ("£340k" ->
+    "£#a", "4812B" -> "#a", "07:45" -> "#:#", "70%" -> "#%")."""
+    return _LETTER_RUN.sub("a", _DIGIT_RUN.sub("#", word.strip(_EDGE)))
+
+
+def written_agreement(text: str, start: int, end: int, new: str) -> int:
+    """How the value ``text[start:end]`` is written like the short new value ``new``, 0 to 2: one for the
+    same written form (:func:`_written_form`) of the whitespace-delimited token holding the span and of the
+    new value's first word with a digit (or its first word; a span of several words: the whole new value),
+    one for the same unit word after them ("8" of "8 vCPU" and "4 vCPU"; "32" of "32 GB RAM" and "16 GB").
+    Two values of one chat written alike are more likely the same attribute; 0 for a new value of more than
+    :data:`~keproxy.corrections.rewrite.SHORT` words."""
+    words = new.split()
+    if not words or len(words) > SHORT or not 0 <= start < end <= len(text):
+        return 0
+    i = next((n for n, w in enumerate(words) if any(c.isdigit() for c in w)), 0)
+    a = start
+    while a > 0 and not text[a - 1].isspace():
+        a -= 1
+    b = end
+    while b < len(text) and not text[b].isspace():
+        b += 1
+    token, following = text[a:b], text[b:].split(maxsplit=1)
+    if len(token.split()) > 1:  # a span of several words ("12 Rue Oberkampf") against the whole new value
+        return int(_written_form(token) == _written_form(new))
+    unit = words[i + 1].strip(_EDGE).casefold() if i + 1 < len(words) else ""
+    after = following[0].strip(_EDGE).casefold() if following else ""
+    return int(_written_form(token) == _written_form(words[i])) + int(bool(unit) and unit == after)

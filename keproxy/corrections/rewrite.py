@@ -11,7 +11,7 @@ the text that replaces the span, changing nothing around it:
   puts where the span stands are the replacement; with a named old sentence, the words where old and new differ
   are used directly.
 
-:func:`choose_correction` picks which of several corrections a span belongs to (multi-fact turns).
+:func:`~keproxy.corrections.assign.choose_correction` picks which of several corrections a span belongs to.
 :mod:`keproxy.corrections.occurrences` finds and replaces a quoted old value at word boundaries.
 Returns None when no replacement differs from the span.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
 
 from keproxy.corrections.formats import grouped_like, in_written_format, measured_like, number_first
 from keproxy.corrections.tagging import stale_core
@@ -28,14 +27,13 @@ from keproxy.corrections.units import RANGE, money_otherwise, other_dimension, s
 
 __all__ = [
     "EDGE",
+    "SHORT",
     "aligned_run",
-    "choose_correction",
     "differing_words",
     "replacement",
     "shape",
     "unquoted",
     "word_changes",
-    "written_agreement",
 ]
 
 _WORD = re.compile(r"\S+")
@@ -45,7 +43,8 @@ _MONTHS = {
     "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
     "november", "december",
 }  # fmt: skip
-_SHORT = 5  # words: a new value at most this long is fitted to the span
+#: Words: a new value at most this long is fitted to the span (longer: a restated clause).
+SHORT = 5
 
 
 #: Number words that count ("three cats"); "one" is left out, as often a pronoun ("the one I booked").
@@ -256,7 +255,7 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         return None  # "190 °C" is no bake time of "40 min", "$3,600" no brightness of "4,200 lumens"
     if old:
         old = unquoted(old)
-        if len(old.split()) > 1 or len(new.split()) > _SHORT:
+        if len(old.split()) > 1 or len(new.split()) > SHORT:
             a, b = stale_core(old, new)
             core_old = old[a:b]
             # the new value's differing words: the same diff seen from the other side
@@ -298,7 +297,7 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
     in_order = _numbers_in_order(span, new)
     if in_order is not None:
         return in_order if in_order != span else None
-    if len(new.split()) <= _SHORT:
+    if len(new.split()) <= SHORT:
         formatted = in_written_format(sentence, start, end, new) or measured_like(span, new)
         if formatted is not None:
             return formatted if formatted != span else None
@@ -354,7 +353,7 @@ def aligned_run(text: str, start: int, end: int, new: str) -> tuple[int, int, st
     span, a value (a number, a date word or a name, not a plain lowercase word). Punctuation around
     a word is kept ("Monday, 3 March" for "Monday 10 March" changes "3" only)."""
     words = new.split()
-    if not 2 <= len(words) <= _SHORT:
+    if not 2 <= len(words) <= SHORT:
         return None
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
@@ -455,65 +454,3 @@ def word_changes(before: str, after: str) -> list[tuple[str, str]]:
         for op, i1, i2, j1, j2 in matcher.get_opcodes()
         if op == "replace" and i2 - i1 == 1 and j2 - j1 == 1
     ]
-
-
-def choose_correction(
-    span: str, context: str, corrections: Sequence[tuple[str | None, str]], at: int | None = None
-) -> int:
-    """Index of the ``(old, new)`` correction the stale ``span`` (inside ``context``, at offset ``at``; None:
-    its first occurrence) belongs to: the one whose old value names it, else the one whose new value has the
-    span's shape, of those the one written most like the span where it stands (:func:`written_agreement`:
-    "70" of "70% complete" goes to "75%", not to "£385k"), else the first."""
-    if len(corrections) == 1:
-        return 0
-    folded = span.casefold()
-    for i, (old, _) in enumerate(corrections):
-        if old and (folded in old.casefold() or old.casefold() in folded):
-            return i
-    kind = shape(span)
-    start = context.find(span) if at is None else at
-    scored = [
-        (
-            shape(new) == kind,
-            written_agreement(context, start, start + len(span), new) if start >= 0 else 0,
-            -i,
-        )
-        for i, (_, new) in enumerate(corrections)
-    ]
-    return -max(scored)[2]
-
-
-_EDGE_MARKS = "()[]{}*_`\"'“”‘’.,;:!?"
-_LETTER_RUN = re.compile(r"[^\W\d_]+")
-_DIGIT_RUN = re.compile(r"\d+")
-
-
-def _written_form(word: str) -> str:
-    """A value's written form: digit runs as "#", letter runs as "a", other characters kept ("£340k" ->
-    "£#a", "4812B" -> "#a", "07:45" -> "#:#", "70%" -> "#%")."""
-    return _LETTER_RUN.sub("a", _DIGIT_RUN.sub("#", word.strip(_EDGE_MARKS)))
-
-
-def written_agreement(text: str, start: int, end: int, new: str) -> int:
-    """How the value ``text[start:end]`` is written like the short new value ``new``, 0 to 2: one for the
-    same written form (:func:`_written_form`) of the whitespace-delimited token holding the span and of the
-    new value's first word with a digit (or its first word; a span of several words: the whole new value),
-    one for the same unit word after them ("8" of "8 vCPU" and "4 vCPU"; "32" of "32 GB RAM" and "16 GB").
-    Two values of one chat written alike are more likely the same attribute; 0 for a new value of more than
-    :data:`_SHORT` words."""
-    words = new.split()
-    if not words or len(words) > _SHORT or not 0 <= start < end <= len(text):
-        return 0
-    i = next((n for n, w in enumerate(words) if any(c.isdigit() for c in w)), 0)
-    a = start
-    while a > 0 and not text[a - 1].isspace():
-        a -= 1
-    b = end
-    while b < len(text) and not text[b].isspace():
-        b += 1
-    token, following = text[a:b], text[b:].split(maxsplit=1)
-    if len(token.split()) > 1:  # a span of several words ("12 Rue Oberkampf") against the whole new value
-        return int(_written_form(token) == _written_form(new))
-    unit = words[i + 1].strip(_EDGE_MARKS).casefold() if i + 1 < len(words) else ""
-    after = following[0].strip(_EDGE_MARKS).casefold() if following else ""
-    return int(_written_form(token) == _written_form(words[i])) + int(bool(unit) and unit == after)

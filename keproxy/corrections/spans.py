@@ -11,11 +11,11 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from keproxy.corrections.assign import match_values, value_runs
+from keproxy.corrections.assign import choose_correction, match_values, value_runs
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.detect.cue_parser import parse_cues
 from keproxy.corrections.model import Tagged
-from keproxy.corrections.rewrite import choose_correction, shape
+from keproxy.corrections.rewrite import shape
 from keproxy.corrections.tagging import snap_to_words, stale_core, widen_to_words
 
 __all__ = [

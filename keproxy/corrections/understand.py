@@ -40,12 +40,12 @@ from keproxy.corrections.anchors import (
     within_named_clauses,
 )
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
+from keproxy.corrections.bounds import narrow, whole_token
 from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.consolidate import (
     Found,
     current,
     named_anywhere,
-    narrow,
     one_fact,
     propagate,
     restated,
@@ -54,7 +54,6 @@ from keproxy.corrections.consolidate import (
     support,
     typed_candidates,
     untagged_candidates,
-    whole_token,
 )
 from keproxy.corrections.counts import (
     counted,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.bounds import narrow, whole_token
 from keproxy.corrections.consolidate import (
     Found,
     copies,
     current,
     distinctive,
-    narrow,
     one_fact,
     propagate,
     restated,
@@ -20,7 +20,6 @@ from keproxy.corrections.consolidate import (
     support,
     typed_candidates,
     value_key,
-    whole_token,
 )
 from keproxy.corrections.counts import counted, labelled, with_counted_noun
 from keproxy.corrections.rewrite import replacement, word_changes

@@ -7,15 +7,10 @@ import random
 
 import pytest
 
+from keproxy.corrections.assign import choose_correction, written_agreement
 from keproxy.corrections.base import Correction, SpanEdit
 from keproxy.corrections.grammar import keep_brackets, unshouted, with_article
-from keproxy.corrections.rewrite import (
-    aligned_run,
-    choose_correction,
-    differing_words,
-    replacement,
-    written_agreement,
-)
+from keproxy.corrections.rewrite import aligned_run, differing_words, replacement
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
