@@ -268,7 +268,9 @@ _LETTERS = re.compile(r"[^\W\d_]+")
 def states(span: str, new: str) -> bool:
     """Whether ``span`` already says the value ``new``: the same folded words, or the same numbers
     (:func:`~keproxy.corrections.spans.numbers`: "1,050" is "1050.00") with no letters the new value lacks
-    ("125" and "125 g"; "3A" does not state "3B")."""
+    ("125" and "125 g"; "3A" does not state "3B"; "6b" does not state "6b+")."""
+    if new.strip().endswith("+") != span.strip().endswith("+"):
+        return False  # "6b+" is another grade than "6b", "18+" another bound than "18"
     if fold(span) == fold(new):
         return True
     same = numbers(span)

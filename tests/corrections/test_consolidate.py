@@ -188,7 +188,8 @@ def test_a_three_word_new_value_is_a_phrase_not_a_value_kind() -> None:
 @pytest.mark.parametrize(
     ("span", "new", "said"),
     [("125", "125 g", True), ("1,050.00", "1050", True), ("Yusuf", "yusuf", True), ("3A", "3B", False),
-     ("100", "125 g", False), ("12", "125", False)],
+     ("100", "125 g", False), ("12", "125", False), ("7a", "7a+", False), ("16+", "16", False),
+     ("7a+", "7a+", True)],
 )  # fmt: skip
 def test_a_span_states_the_new_value_only_with_the_same_numbers_and_letters(
     span: str, new: str, said: bool
