@@ -2,7 +2,7 @@
 
 A stale span rewritten inside a sentence must leave the sentence as well-formed as it was: an unmatched bracket
 the span held stays ("(68%" -> "(75%"), "a" / "an" before it agrees with the new words ("an 8-year-old" ->
-"a 9-year-old"), and a word the user wrote in capitals for emphasis is written in the text's case ("Biscuit is a
+"a 9-year-old"), the noun a count counts follows it across one ("2 vegan guests" -> "1 vegan guest"), and a word the user wrote in capitals for emphasis is written in the text's case ("Biscuit is a
 DOG not a cat": "His cat" -> "His dog"). Pure string functions over character offsets.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["keep_brackets", "unshouted", "with_article"]
+__all__ = ["keep_brackets", "noun_agreeing", "unshouted", "with_article"]
 
 _CAPITALS = re.compile(r"(?<!\w)[A-Z]{2,}(?!\w)")
 
@@ -62,3 +62,75 @@ def keep_brackets(span: str, after: str) -> str:
         if span.endswith(closing) and opening not in span and not after.endswith(closing):
             after += closing
     return after
+
+
+_COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+                "ten": 10, "eleven": 11, "twelve": 12}  # fmt: skip
+#: Words that end a counted noun phrase ("1 guest with coeliac disease": the noun is "guest").
+_PHRASE_END = frozenset((
+    "with", "of", "for", "in", "at", "on", "and", "or", "to", "from", "per", "who", "that", "which", "is", "are",
+    "was", "were", "has", "have",
+))  # fmt: skip
+#: Nouns whose plural is not the regular one, and words that are no counted noun: left as they are.
+_IRREGULAR = frozenset((
+    "person", "people", "child", "children", "man", "men", "woman", "women", "foot", "feet", "tooth", "teeth",
+    "mouse", "mice", "series", "species", "news",
+))  # fmt: skip
+
+
+def _count(word: str) -> int | None:
+    w = word.strip().casefold()
+    return int(w) if w.isdigit() else _COUNT_WORDS.get(w)
+
+
+def _plural(word: str) -> bool:
+    return len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is"))
+
+
+def _singular_of(word: str) -> str | None:
+    if word.endswith("ses") and not word.endswith("sses"):
+        return None  # "buses", "houses": which letters go is not clear
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("ches", "shes", "xes", "sses", "zes")):
+        return word[:-2]
+    return word[:-1]
+
+
+def _plural_of(word: str) -> str:
+    if word.endswith("y") and len(word) > 2 and word[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    return word + "s"
+
+
+def noun_agreeing(text: str, end: int, before: str, after: str) -> tuple[int, str]:
+    """(end, after) of an edit that changes the count ``before`` (ending at ``end`` in ``text``) to ``after``,
+    both one number, taking in the noun it counts, one or two words on, when the count crosses one: "2 vegan
+    guests" -> "1 vegan guest", "1 guest with" -> "2 guests with" (the word right after the count only). Irregular nouns ("person"), units of one
+    or two letters ("1 kg") and counts that do not cross one are left: (end, after) unchanged."""
+    old, new = _count(before), _count(after)
+    if old is None or new is None or (old == 1) == (new == 1):
+        return end, after
+    m = re.match(r"(\s+)([a-z][a-z'-]*)(?:(\s+)([a-z][a-z'-]*))?", text[end:])
+    if m is None:
+        return end, after
+    words = [(m.start(2), m.group(2))] + ([(m.start(4), m.group(4))] if m.group(4) else [])
+    if new == 1:  # plural -> singular: the first plural word of the two
+        at = next((i for i, (_, w) in enumerate(words) if _plural(w)), None)
+        if at is None or words[at][1] in _IRREGULAR:
+            return end, after
+        x, word = words[at]
+        one = _singular_of(word)
+        if one is None:
+            return end, after
+        return end + x + len(word), after + text[end : end + x] + one
+    # singular -> plural: only the word right after the count, closing the phrase ("1 guest with coeliac
+    # disease"); "1 hour later" or "1 garlic clove" do not say which word is the noun
+    x, word = words[0]
+    rest = text[end + x + len(word) :]
+    closed = re.match(r"\s*(?:[,.;:!?)]|$)", rest) or (len(words) == 2 and words[1][1] in _PHRASE_END)
+    if not closed or _plural(word) or word in _IRREGULAR or len(word) <= 2 or word in _PHRASE_END:
+        return end, after
+    return end + x + len(word), after + text[end : end + x] + _plural_of(word)

@@ -69,7 +69,7 @@ from keproxy.corrections.derived import follow_on_edits
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.formats import clashing_kinds, written_run
 from keproxy.corrections.gate import CorrectionGate
-from keproxy.corrections.grammar import keep_brackets, unshouted, with_article
+from keproxy.corrections.grammar import keep_brackets, noun_agreeing, unshouted, with_article
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.rewrite import aligned_run, replacement, shape, unquoted
@@ -409,6 +409,9 @@ class CorrectionUnderstanding:
             if after is not None:
                 after = keep_brackets(texts[f.turn][start:end], after)
                 start, after = with_article(texts[f.turn], start, after)  # "an 8-year-old" -> "a 9-year-old"
+                end, after = noun_agreeing(
+                    texts[f.turn], end, texts[f.turn][start:end], after
+                )  # "1 vegan guest"
                 after = unshouted(
                     texts[f.turn][start:end], after
                 )  # "a DOG not a cat": "His cat" -> "His dog"

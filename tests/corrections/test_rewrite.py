@@ -9,7 +9,7 @@ import pytest
 
 from keproxy.corrections.assign import choose_correction, written_agreement
 from keproxy.corrections.base import Correction, SpanEdit
-from keproxy.corrections.grammar import keep_brackets, unshouted, with_article
+from keproxy.corrections.grammar import keep_brackets, noun_agreeing, unshouted, with_article
 from keproxy.corrections.rewrite import aligned_run, differing_words, replacement
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
 from keproxy.editors.base import EditContext
@@ -378,3 +378,22 @@ def test_an_operand_of_written_arithmetic_stays_a_bare_number() -> None:
     text = "Monday 1500m, Thursday 2000m."
     at = text.index("2000m")
     assert replacement(text, at, at + 5, "1800m") == "1800m"
+
+
+def test_the_counted_noun_follows_a_count_that_crosses_one() -> None:
+    def agreed(text: str, before: str, after: str) -> str:
+        at = text.index(before)
+        end, written = noun_agreeing(text, at + len(before), before, after)
+        return text[:at] + written + text[end:]
+
+    assert (
+        agreed("The crate holds 3 ripe melons and a lime.", "3", "1")
+        == "The crate holds 1 ripe melon and a lime."
+    )
+    assert agreed("Book 1 room for the night.", "1", "two") == "Book two rooms for the night."
+    assert agreed("We need 2 boxes of nails.", "2", "1") == "We need 1 box of nails."
+    # a count that does not cross one, an irregular noun, a unit, or a word that may be no noun: left as written
+    assert agreed("We need 2 boxes of nails.", "2", "5") == "We need 5 boxes of nails."
+    assert agreed("Invite 2 people over.", "2", "1") == "Invite 1 people over."
+    assert agreed("Add 1 kg of flour.", "1", "2") == "Add 2 kg of flour."
+    assert agreed("Check again 1 hour later.", "1", "3") == "Check again 3 hour later."
