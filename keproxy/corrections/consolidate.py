@@ -169,9 +169,9 @@ def untagged_candidates(
     sentence: str, result: Tagged, pairs: Sequence[tuple[str | None, str]], new: str
 ) -> list[tuple[int, int]]:
     """The values of ``sentence`` of the new value's kind that may compete with the tagged ones
-    (:func:`typed_candidates`). When the turn corrects several facts, the values
-    the tagger tagged were already matched to the corrections jointly (:func:`~keproxy.corrections.spans.one_fact_each`), so only those it
-    did not tag are offered again."""
+    (:func:`typed_candidates`). When the turn corrects several facts, the values the tagger tagged were already
+    matched to the corrections jointly (:func:`~keproxy.corrections.spans.one_fact_each`), so only those it did
+    not tag are offered again."""
     found = typed_candidates(sentence, new)
     if len(pairs) < 2:
         return found

@@ -18,6 +18,8 @@ those characters and nothing else:
    more, as KEIC templates 10-15 do) must then stand in the sentence word for word; when the word-level edit
    does not achieve that (a reworded fact), the clause it replaces is found by
    :class:`~keproxy.corrections.locate.SpanLocator` among the sentences the stale tagger flagged, and replaced whole.
+4. **relate**: a detected turn (not a KEIC template) with no located span counts only when the stale tagger gives an
+   earlier sentence at least ``stale_evidence``: a turn that makes nothing earlier false adds or asks.
 
 Never raises on odd input (a message without text is skipped). Thread-safe; blocking (runs models).
 """
