@@ -290,8 +290,9 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         rest = [w.strip(".,;:!?").casefold() for w in new.split() if w.strip(".,;:!?") != pick]
         if pick is not None and all(w in sentence.casefold() for w in rest):
             new = pick  # the other words are the text's own ("number 72" where it says "number 27")
-    if len(numbers) == 1 and _operand(sentence, start, end):
-        # "1500 + 2000 + 2500 = 6000 m" under "1800m": an operand stays a bare number, the unit is the sum's
+    if len(numbers) == 1 and (_operand(sentence, start, end) or _counted_here(sentence, end, new)):
+        # "1500 + 2000 + 2500 = 6000 m" under "1800m": an operand stays a bare number, the unit is the sum's;
+        # "1 guest with coeliac disease" under "2 coeliacs": the text names what it counts its own way
         bare = grouped_like(span, _keep_zero_cents(span, numbers[0]))
         return bare if bare != span else None
     in_order = _numbers_in_order(span, new)
@@ -335,6 +336,18 @@ def _operand(sentence: str, start: int, end: int) -> bool:
             or _OPERATOR_AFTER.match(sentence[end:])
         )
     )
+
+
+def _counted_here(sentence: str, end: int, new: str) -> bool:
+    """Whether a new count with its noun ("2 coeliacs") is said of a bare count (ending at ``end``) whose next
+    five words already name that noun their own way ("1 guest with coeliac disease"): the count changes, the
+    text's words stay. The noun right after the count is not such a case (the rewrite replaces it)."""
+    m = re.fullmatch(r"\s*\d+\s+([^\W\d_]+)\s*", new)
+    if m is None or re.search(r"(?<![\w.,])\d+$", sentence[:end]) is None:
+        return False
+    stem = m.group(1).casefold().rstrip("s")[:5]
+    words = [w.casefold() for w in re.findall(r"[^\W\d_]+", sentence[end:])[:5]]
+    return len(stem) >= 4 and any(w.startswith(stem) for w in words[1:])
 
 
 #: Punctuation around a word that is not part of it ("(Friday," -> "Friday").
