@@ -402,7 +402,9 @@ def test_the_counted_noun_follows_a_count_that_crosses_one() -> None:
 def test_a_count_whose_clause_names_the_counted_thing_its_own_way_changes_alone() -> None:
     text = "Seat 1 guest with a nut allergy away from the kitchen, and 4 guests by the window."
     at = text.index("1 guest")
-    assert replacement(text, at, at + 1, "3 allergies") == "3"  # "guest" then becomes "guests" (noun_agreeing)
+    assert (
+        replacement(text, at, at + 1, "3 allergies") == "3"
+    )  # "guest" then becomes "guests" (noun_agreeing)
     # the noun right after the count is the rewrite's own business
     at = text.index("4 guests")
     assert replacement(text, at, at + 1, "5 guests") == "5"
