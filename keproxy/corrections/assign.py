@@ -9,7 +9,7 @@ and each value belongs to one correction, and of the matchings the one whose pai
 - the words around the value and around the new value in the correcting turn (its clause: "the top is 4 cm
   thick" and "the top is 5 cm thick");
 - the magnitude of the numbers (140 is far nearer 160 than 4 is);
-- the written form (:func:`~keproxy.corrections.rewrite.written_agreement`) and kind.
+- the written form (:func:`written_agreement`) and kind.
 
 Pure functions over strings and character offsets; nothing here runs a model.
 """
@@ -86,7 +86,8 @@ def match_values(
     keys = list(values)
     if len(keys) > _MAX_VALUES or len(pairs) > _MAX_CORRECTIONS:
         return None
-    fit = [[_agreement(sentence, spans[values[v][0]], new, turn_text) for _, new in pairs] for v in keys]
+    contexts = [(new, _new_value_words(turn_text, new)) for _, new in pairs]
+    fit = [[_agreement(sentence, spans[values[v][0]], new, words) for new, words in contexts] for v in keys]
     ok = [
         [all(allowed[i][k] for i in values[v]) and fit[j][k] >= _MIN_FIT for k in range(len(pairs))]
         for j, v in enumerate(keys)
@@ -109,18 +110,22 @@ def match_values(
     return {spans[i]: k for k, c in enumerate(best[1]) if c is not None for i in values[keys[c]]}
 
 
-def _agreement(sentence: str, span: tuple[int, int], new: str, turn_text: str) -> float:
-    """How well the value at ``span`` matches the new value ``new`` (as written in ``turn_text``), 0 to 6: words
-    their clauses share (1 each, at most 3; the new value's own unit words count as its clause's), closeness
-    of magnitude (0-1, :func:`closeness`), half the written agreement of the value and the new value's first
-    two words (0-1, :func:`~keproxy.corrections.rewrite.written_agreement`), and 0.5 for the same kind."""
-    x, y = span
-    value = sentence[x:y]
+def _new_value_words(turn_text: str, new: str) -> set[str]:
+    """The words of the clause around the new value ``new`` in the correcting turn, and its own unit words ("10
+    m² per litre": "litre" is the clause's too)."""
     at = turn_text.find(new)
     context = _clause_words(turn_text, at, at + len(new)) if at >= 0 else set()
-    context |= _stems(_NUMBER.sub(" ", new))  # "10 m² per litre": the unit is the clause's too
-    near = _clause_words(sentence, x, y)
-    score = float(min(3, len(near & context)))
+    return context | _stems(_NUMBER.sub(" ", new))
+
+
+def _agreement(sentence: str, span: tuple[int, int], new: str, context: set[str]) -> float:
+    """How well the value at ``span`` matches the new value ``new`` (whose clause's words are ``context``,
+    :func:`_new_value_words`), 0 to 6: words their clauses share (1 each, at most 3), closeness of magnitude
+    (0-1, :func:`closeness`), half the written agreement of the value and the new value's first two words (0-1,
+    :func:`written_agreement`), and 0.5 for the same kind."""
+    x, y = span
+    value = sentence[x:y]
+    score = float(min(3, len(_clause_words(sentence, x, y) & context)))
     score += closeness(value, new)
     score += 0.5 * written_agreement(sentence, x, y, " ".join(new.split()[:2]))
     return score + 0.5 * (shape(value) == shape(new))

@@ -240,14 +240,15 @@ def follow_on_edits(texts: Sequence[str], turns: Sequence[int], edits: Sequence[
     ``turns``, and the results those copies derive in their own turns ("2% of €2,600 is €52"). None overlaps
     ``edits`` or another."""
     derived = derived_edits(texts, edits)
-    derived += [
-        d for d in date_edits(texts, edits)
-        if not any(t.turn_index == d.turn_index and t.start < d.end and d.start < t.end for t in derived)
-    ]  # fmt: skip
     taken = [*edits, *derived]
 
     def free(turn: int, start: int, end: int) -> bool:  # overlaps no edit taken or copied
         return not any(t.turn_index == turn and t.start < end and start < t.end for t in taken)
+
+    for d in date_edits(texts, edits):
+        if free(d.turn_index, d.start, d.end):
+            derived.append(d)
+            taken.append(d)
 
     copies: list[SpanEdit] = []
     for e in derived:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import re
 
+from keproxy.corrections.arithmetic import NUM
 from keproxy.corrections.formats import grouped_like, in_written_format, measured_like, number_first
 from keproxy.corrections.tagging import stale_core
 from keproxy.corrections.units import RANGE, money_otherwise, other_dimension, same_unit
@@ -330,7 +331,7 @@ def _operand(sentence: str, start: int, end: int) -> bool:
     """Whether ``sentence[start:end]`` is a bare number written as an operand of arithmetic: digits (and
     grouping) only, with an operator (+ × * / ÷ − = ≈) and a space between it and its neighbour."""
     return bool(
-        re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?", sentence[start:end])
+        re.fullmatch(NUM, sentence[start:end])
         and (
             _OPERATOR_BEFORE.search(sentence[max(0, start - 4) : start])
             or _OPERATOR_AFTER.match(sentence[end:])
