@@ -21,29 +21,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from keproxy.corrections.base import SpanEdit
-from keproxy.corrections.formats import date_around, in_span_format
+from keproxy.corrections.formats import (
+    DATE,
+    MONTHS,
+    REFERENCE_YEAR,
+    calendar_date,
+    date_around,
+    in_span_format,
+)
+from keproxy.corrections.grammar import COUNT_WORDS
 
 __all__ = ["date_edits"]
 
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december")  # fmt: skip
-_SHORT_MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec"
-#: A day and month, either way round, optionally after a weekday ("Thursday 20 Feb", "1 August", "July 26th").
-_DAY_MONTH = re.compile(
-    r"(?:(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s+)?"
-    rf"(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?P<m1>(?:{'|'.join(_MONTHS)}|{_SHORT_MONTHS})\.?)(?![^\W\d_])"
-    rf"|(?P<m2>(?:{'|'.join(_MONTHS)}|{_SHORT_MONTHS})\.?)\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?(?![\w]))",
-    re.IGNORECASE,
-)
-_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-          "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "the": 1}  # fmt: skip
+#: A count of days or weeks written as a word ("a week", "the day before": one).
+_WORDS = {**COUNT_WORDS, "a": 1, "an": 1, "the": 1}
 _OFFSET = re.compile(
-    r"(?<![\w.,])(?:(?P<n>\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|the)[\s-]+)?"
+    rf"(?<![\w.,])(?:(?P<n>\d{{1,3}}|{'|'.join(_WORDS)})[\s-]+)?"
     r"(?P<unit>days?|weeks?|nights?)[\s-]+(?P<dir>before|after|earlier|later|out|prior\s+to|ahead\s+of)\b",
     re.IGNORECASE,
 )
 _SIGN = {"before": -1, "earlier": -1, "out": -1, "prior to": -1, "ahead of": -1, "after": 1, "later": 1}
-_YEAR = 2023  # a common year: the calendar the counts are done in
 
 
 @dataclass(frozen=True)
@@ -69,10 +66,10 @@ def date_edits(texts: Sequence[str], edits: Sequence[SpanEdit]) -> list[SpanEdit
 def _turn_edits(turn: int, text: str, edits: Sequence[SpanEdit]) -> list[SpanEdit]:
     moved = _moved_dates(text, edits)  # (start, end) of an edited date -> (old, new, correction)
     out: list[SpanEdit] = []
-    for m in _DAY_MONTH.finditer(text):
+    for m in DATE.finditer(text):
         if any(e.start < m.end() and m.start() < e.end for e in edits):
             continue
-        written = _parse(m)
+        written = calendar_date(m)
         if written is None:
             continue
         line_start = text.rfind("\n", 0, m.start()) + 1
@@ -83,7 +80,7 @@ def _turn_edits(turn: int, text: str, edits: Sequence[SpanEdit]) -> list[SpanEdi
             if result is None:
                 continue
             new_date, correction = result
-            after = in_span_format(m.group(), f"{new_date.day} {_MONTHS[new_date.month - 1]}")
+            after = in_span_format(m.group(), f"{new_date.day} {MONTHS[new_date.month - 1]}")
             if after is not None and after != m.group():
                 out.append(SpanEdit(turn, m.start(), m.end(), m.group(), after, correction))
             break
@@ -113,8 +110,8 @@ def _recount(
         if offset.anchor in moved:
             anchors.append(moved[offset.anchor])
         else:
-            m = _DAY_MONTH.match(text, offset.anchor[0])
-            fixed = _parse(m) if m is not None else None
+            m = DATE.match(text, offset.anchor[0])
+            fixed = calendar_date(m) if m is not None else None
             if fixed is not None:
                 anchors.append((fixed, fixed, count_edit.correction if count_edit else -1))
     else:
@@ -125,7 +122,7 @@ def _recount(
         counted = old + datetime.timedelta(days=days)
         if counted == written:
             result = new + datetime.timedelta(days=new_days)
-            if result.year == _YEAR and counted.year == _YEAR:
+            if result.year == REFERENCE_YEAR and counted.year == REFERENCE_YEAR:
                 return result, correction
     return None
 
@@ -142,8 +139,9 @@ def _offsets(text: str, line: tuple[int, int]) -> list[_Offset]:
             continue  # "days before" without a count says nothing
         unit = 7 if m.group("unit").casefold().startswith("week") else 1
         direction = re.sub(r"\s+", " ", m.group("dir").casefold())
-        after = _DAY_MONTH.match(text, m.end() + len(text[m.end() :]) - len(text[m.end() :].lstrip()))
-        anchor = (after.start(), after.end()) if after is not None and after.start() < line[1] else None
+        after = DATE.match(text, m.end() + len(text[m.end() :]) - len(text[m.end() :].lstrip()))
+        dated = after is not None and calendar_date(after) is not None and after.start() < line[1]
+        anchor = (after.start(), after.end()) if after is not None and dated else None
         number = m.span("n") if m.group("n") else (m.start(), m.start())
         out.append(_Offset(_SIGN[direction] * count * unit, m.start(), m.end(), number, anchor))
     return out
@@ -159,30 +157,19 @@ def _moved_dates(
         around = date_around(text, e.start, e.end) or (e.start, e.end)
         before = text[around[0] : around[1]]
         after = text[around[0] : e.start] + e.after + text[e.end : around[1]]
-        a, b = _DAY_MONTH.fullmatch(before.strip()), _DAY_MONTH.fullmatch(after.strip())
-        old, new = (_parse(a) if a else None), (_parse(b) if b else None)
+        a, b = DATE.fullmatch(before.strip()), DATE.fullmatch(after.strip())
+        old, new = (calendar_date(a) if a else None), (calendar_date(b) if b else None)
         if old is not None and new is not None and old != new:
-            m = _DAY_MONTH.search(text, around[0])
+            m = DATE.search(text, around[0])
             if m is not None:
                 out[(m.start(), m.end())] = (old, new, e.correction)
     return out
 
 
-def _parse(m: re.Match[str]) -> datetime.date | None:
-    k = "1" if m.group("d1") else "2"
-    month_word = m.group("m" + k).rstrip(".").casefold()
-    month = next(i for i, name in enumerate(_MONTHS, 1) if name.startswith(month_word[:3]))
-    try:
-        return datetime.date(_YEAR, month, int(m.group("d" + k)))
-    except ValueError:
-        return None
-
-
 def _count(text: str) -> int | None:
-    m = re.search(
-        r"\d{1,3}|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b", text, re.I
-    )
+    """The first count ``text`` writes, in digits or a word ("7 days" -> 7, "two weeks" -> 2); None if none."""
+    m = re.search(rf"\d{{1,3}}|\b(?:{'|'.join(COUNT_WORDS)})\b", text, re.IGNORECASE)
     if m is None:
         return None
     word = m.group().casefold()
-    return int(word) if word.isdigit() else _WORDS[word]
+    return int(word) if word.isdigit() else COUNT_WORDS[word]

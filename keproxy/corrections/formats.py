@@ -27,8 +27,12 @@ from keproxy.corrections.units import MEASURED, same_unit
 __all__ = [
     "CLOCK",
     "CODE",
+    "DATE",
+    "MONTHS",
     "MONTH_PREFIX",
+    "REFERENCE_YEAR",
     "WEEKDAY",
+    "calendar_date",
     "clashing_kinds",
     "date_around",
     "grouped_like",
@@ -47,10 +51,10 @@ CLOCK = re.compile(
     r"|(?<![\d:.,])(?P<hh>\d{1,2}):(?P<mm>\d{2})(?![\d:])",
     re.IGNORECASE,
 )
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")  # fmt: skip
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_MONTH = "(?:" + "|".join(_MONTHS) + r"|(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?)"
+_MONTH = "(?:" + "|".join(MONTHS) + r"|(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?)"
 _WEEKDAY = "(?:" + "|".join(_WEEKDAYS) + r"|(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?)"
 #: A lower-case word that begins with a month's first three letters ("sept", "march", and loosely "marcus"): the
 #: loose month of the rules that read dates in prose (anchors, derived values, typo fixes).
@@ -62,7 +66,7 @@ WEEKDAY = re.compile(
     r"(?![^\W\d_])"
 )
 _MONTH_NAME = re.compile(
-    r"(?:(?i:" + "|".join(_MONTHS) + r")|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?)"
+    r"(?:(?i:" + "|".join(MONTHS) + r")|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?)"
 )
 #: A short code: up to four digits and a capital letter, either way round ("3B", "B12"; "5m" is a measure).
 CODE = re.compile(r"\d{1,4}[A-Z]|[A-Z]\d{1,4}")
@@ -75,7 +79,9 @@ _PERCENT = re.compile(r"\d+(?:[.,]\d+)?\s?%")
 #: (a last group of four digits is left out: "5.3.2024" may be a date)
 _DOTTED = re.compile(r"v?\d+(?:\.\d+)+\.\d{1,3}")
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
-_DATE = re.compile(
+#: A calendar date, after an optional weekday: day and month either way round ("Thursday 20 Feb", "the 3rd of
+#: March", "July 26th"), or a bare ordinal day ("the 8th"; groups wd, d1/m1, d2/m2, d3, with the/o per alternative).
+DATE = re.compile(
     rf"(?:(?P<wd>{_WEEKDAY}),?\s+)?"
     rf"(?:(?P<the1>the\s+)?(?P<d1>\d{{1,2}})(?P<o1>st|nd|rd|th)?(?:\s+of)?\s+(?P<m1>{_MONTH})(?![^\W\d_])"
     rf"|(?P<m2>{_MONTH})\s+(?P<the2>the\s+)?(?P<d2>\d{{1,2}})(?P<o2>st|nd|rd|th)?(?![\w])"
@@ -85,7 +91,8 @@ _DATE = re.compile(
 #: Words a new value may hold beside its one time or date ("at 8pm", "on the 8th instead").
 _FILLER = {"at", "on", "around", "about", "by", "from", "then", "instead", "now", "actually", "it's", "its",
            "is", "o'clock", "sharp", "approx", "approximately", "roughly"}  # fmt: skip
-_REFERENCE_YEAR = 2023  # a common year: weekdays are counted in it
+#: A common year: weekdays are counted, and dates added to, in it.
+REFERENCE_YEAR = 2023
 
 
 @dataclass(frozen=True)
@@ -161,12 +168,12 @@ class _Date:
 
     @property
     def group(self) -> str:
-        """Which alternative of :data:`_DATE` matched: "1" day-month, "2" month-day, "3" "the 8th"."""
+        """Which alternative of :data:`DATE` matched: "1" day-month, "2" month-day, "3" "the 8th"."""
         return next(k for k in "123" if self.m.group("d" + k) is not None)
 
 
 def _month(word: str) -> int:
-    return next(i for i, name in enumerate(_MONTHS, 1) if name.startswith(word.rstrip(".").casefold()[:3]))
+    return next(i for i, name in enumerate(MONTHS, 1) if name.startswith(word.rstrip(".").casefold()[:3]))
 
 
 def _date(m: re.Match[str]) -> _Date | None:
@@ -184,6 +191,18 @@ def _date(m: re.Match[str]) -> _Date | None:
     return _Date(day, month, weekday, m)
 
 
+def calendar_date(m: re.Match[str]) -> datetime.date | None:
+    """The date a :data:`DATE` match names, in :data:`REFERENCE_YEAR`; None when it names no month ("the 8th") or
+    no such day ("31 June")."""
+    date = _date(m)
+    if date is None or date.month is None:
+        return None
+    try:
+        return datetime.date(REFERENCE_YEAR, date.month, date.day)
+    except ValueError:
+        return None
+
+
 def _ordinal(day: int) -> str:
     return "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
 
@@ -198,7 +217,7 @@ def _write_name(name: str, like: str) -> str:
     """``name`` (a month or weekday) written as long, and in the case, as ``like``."""
     core = like.rstrip(".")
     # an abbreviation is a strict beginning of its own name ("Sept", "Thurs."); "July" and "June" are names in full
-    short = any(n.startswith(core.casefold()) and len(core) < len(n) for n in (*_MONTHS, *_WEEKDAYS))
+    short = any(n.startswith(core.casefold()) and len(core) < len(n) for n in (*MONTHS, *_WEEKDAYS))
     # the same name keeps its own abbreviation ("Sept" stays "Sept"); another takes three letters ("Oct")
     own = name.startswith(core.casefold())
     written = name if not short else name[: len(core)] if own else name[:3]
@@ -214,7 +233,7 @@ def _value_kind(text: str) -> str | None:
                           ("percent", _PERCENT), ("code", CODE), ("code", _DOTTED), ("number", _NUMBER)):  # fmt: skip
         if pattern.fullmatch(value):
             return kind
-    return "date" if _DATE.fullmatch(value) else None
+    return "date" if DATE.fullmatch(value) else None
 
 
 _CALENDAR = ("time", "weekday", "month", "date")
@@ -270,12 +289,12 @@ def weekday_like(new: str, like: str) -> str | None:
 
 
 def _date_in_span_format(span: str, new: str) -> str | None:
-    s = _one(_DATE, span)
+    s = _one(DATE, span)
     if s is None:
         return None
     if re.fullmatch(r"\s*\d{1,2}(?:st|nd|rd|th)\s*", new):
         new = "the " + new.strip()  # beside a date of the span's, a bare ordinal is its day
-    n = _one(_DATE, new)
+    n = _one(DATE, new)
     if n is None or not _only_filler(new, n):
         return None
     have, want = _date(s), _date(n)
@@ -288,8 +307,8 @@ def _date_in_span_format(span: str, new: str) -> str | None:
         weekday = want.weekday
         if weekday is None and month is not None and have.month is not None:
             try:
-                shift = (datetime.date(_REFERENCE_YEAR, month, want.day)
-                         - datetime.date(_REFERENCE_YEAR, have.month, have.day)).days  # fmt: skip
+                shift = (datetime.date(REFERENCE_YEAR, month, want.day)
+                         - datetime.date(REFERENCE_YEAR, have.month, have.day)).days  # fmt: skip
             except ValueError:
                 return None
             weekday = (have.weekday + shift) % 7
@@ -306,11 +325,11 @@ def _date_in_span_format(span: str, new: str) -> str | None:
     elif k == "1":
         assert month is not None
         middle = span[s.end("o1") if s.group("o1") else s.end("d1") : s.start("m1")]
-        parts += [the, day, middle, _write_name(_MONTHS[month - 1], s.group("m1"))]
+        parts += [the, day, middle, _write_name(MONTHS[month - 1], s.group("m1"))]
     else:
         assert month is not None
         middle = span[s.end("m2") : s.start("the2") if the else s.start("d2")]
-        parts += [_write_name(_MONTHS[month - 1], s.group("m2")), middle, the, day]
+        parts += [_write_name(MONTHS[month - 1], s.group("m2")), middle, the, day]
     return span[: s.start()] + "".join(parts) + span[s.end() :]
 
 
@@ -324,7 +343,7 @@ def in_span_format(span: str, new: str) -> str | None:
 def date_around(text: str, start: int, end: int) -> tuple[int, int] | None:
     """(start, end) of the calendar date with a month ("6 August", "Tue 17 June") written around
     ``text[start:end]`` and longer than it; None when there is none."""
-    for m in _DATE.finditer(text, max(0, start - 40), min(len(text), end + 40)):
+    for m in DATE.finditer(text, max(0, start - 40), min(len(text), end + 40)):
         k = next(k for k in "123" if m.group("d" + k) is not None)
         if k != "3" and m.start() <= start and end <= m.end() and (m.start(), m.end()) != (start, end):
             return m.start(), m.end()
@@ -348,7 +367,7 @@ def written_run(text: str, start: int, end: int, new: str) -> tuple[int, int, st
     spaced = spaced_like(text[start:end], new)
     if spaced is not None:
         return start, end, spaced
-    for pattern in (CLOCK, _DATE):
+    for pattern in (CLOCK, DATE):
         for m in pattern.finditer(text, max(0, start - 40), min(len(text), end + 40)):
             if not (m.start() <= start and end <= m.end()):
                 continue

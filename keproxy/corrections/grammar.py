@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["keep_brackets", "noun_agreeing", "unshouted", "with_article"]
+__all__ = ["COUNT_WORDS", "keep_brackets", "noun_agreeing", "unshouted", "with_article"]
 
 _CAPITALS = re.compile(r"(?<!\w)[A-Z]{2,}(?!\w)")
 
@@ -64,7 +64,8 @@ def keep_brackets(span: str, after: str) -> str:
     return after
 
 
-_COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+#: Counts written as words, and their values.
+COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                 "ten": 10, "eleven": 11, "twelve": 12}  # fmt: skip
 #: Words that end a counted noun phrase ("1 guest with coeliac disease": the noun is "guest").
 _PHRASE_END = frozenset((
@@ -80,7 +81,7 @@ _IRREGULAR = frozenset((
 
 def _count(word: str) -> int | None:
     w = word.strip().casefold()
-    return int(w) if w.isdigit() else _COUNT_WORDS.get(w)
+    return int(w) if w.isdigit() else COUNT_WORDS.get(w)
 
 
 def _plural(word: str) -> bool:

@@ -22,7 +22,7 @@ import difflib
 import re
 
 from keproxy.corrections.arithmetic import NUM
-from keproxy.corrections.formats import grouped_like, in_written_format, measured_like, number_first
+from keproxy.corrections.formats import MONTHS, grouped_like, in_written_format, measured_like, number_first
 from keproxy.corrections.tagging import stale_core
 from keproxy.corrections.units import RANGE, money_otherwise, other_dimension, same_unit
 
@@ -40,10 +40,6 @@ __all__ = [
 _WORD = re.compile(r"\S+")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
-_MONTHS = {
-    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-    "november", "december",
-}  # fmt: skip
 #: Words: a new value at most this long is fitted to the span (longer: a restated clause).
 SHORT = 5
 
@@ -66,7 +62,7 @@ def shape(text: str) -> str:
         return "number"
     if any(w.strip(".,") in _WEEKDAYS for w in words):
         return "weekday"
-    if any(w.strip(".,") in _MONTHS for w in words):
+    if any(w.strip(".,") in MONTHS for w in words):
         return "month"
     if text[:1].isupper():
         return "name"
