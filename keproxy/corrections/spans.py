@@ -274,20 +274,19 @@ def one_fact_each(
 ) -> list[tuple[int, int, int]]:
     """The tagged stale spans of one sentence as (start, end, correction index), keeping those that fit their
     correction (:func:`fits`). A tagged span joining several numbers is split into them
-    (:func:`~keproxy.corrections.assign.value_runs`). A correction changes one fact of a sentence: when the
-    tagger marks several different values for one correction (the corrected price and, beside it, a lumen count
-    of the same digits), only its most confident span stays, with the other copies of that same text. When the
-    turn (``turn_text``) corrects several facts, the values are matched to the corrections jointly
-    (:func:`~keproxy.corrections.assign.match_values`)."""
-    spans = [
-        r for x, y, _ in snap_to_words(sentence, result.spans) for r in value_runs(sentence, x, y)
-        if not list_marker(sentence, *r)
-    ]  # fmt: skip
+    (:func:`~keproxy.corrections.assign.value_runs`). When the turn (``turn_text``) corrects several facts, the
+    values are matched to the corrections jointly (:func:`~keproxy.corrections.assign.match_values`); when that
+    cannot be done, each tagged span stays as the tagger gave it. A correction changes one fact of a sentence:
+    when the tagger marks several different values for one correction (the corrected price and, beside it, a
+    lumen count of the same digits), only its most confident span stays, with the other copies of that text."""
+    tagged = [(x, y) for x, y, _ in snap_to_words(sentence, result.spans)]
+    spans = [r for x, y in tagged for r in value_runs(sentence, x, y) if not list_marker(sentence, *r)]
     if len(pairs) > 1 and turn_text:
         allowed = [[fits(sentence[x:y], *pair) for pair in pairs] for x, y in spans]
         matched = match_values(sentence, spans, pairs, turn_text, allowed)
         if matched is not None:
             return sorted((x, y, k) for (x, y), k in matched.items())
+        spans = tagged  # no joint matching: each tagged span as the tagger gave it
     by_correction: dict[int, list[tuple[int, int, float]]] = {}
     for x, y in spans:
         span = sentence[x:y]

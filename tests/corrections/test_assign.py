@@ -74,3 +74,14 @@ def test_closeness_is_one_for_equal_numbers_and_falls_with_the_ratio() -> None:
     assert 0.9 < closeness("140", "160 cm") < 1.0
     assert closeness("4", "160 cm") == 0.0
     assert closeness("Tuesday", "160 cm") == 0.0
+
+
+def test_without_a_joint_matching_the_tagged_span_is_not_split() -> None:
+    # nine values are too many to match jointly: the tagged span is decided as the tagger gave it, so no single
+    # score nobody corrected ("61") is taken for the corrected one
+    sentence = "Mean: (61 + 70 + 83 + 58 + 90) / 5 = 362 / 5 = 72.4 for the term."
+    start, end = sentence.index("61"), sentence.index("72.4") + len("72.4")
+    tags = Tagged(0.95, ((start, end, "STALE"),), (0.9,))
+    turn = "the 58 should be 68, and the project mark is 77"
+    found = one_fact_each(sentence, tags, [(None, "68"), (None, "77")], turn)
+    assert all((x, y) == (start, end) for x, y, _ in found)
