@@ -11,6 +11,12 @@ def spans_of(sentence: str, *values: str) -> list[tuple[int, int]]:
     return [(sentence.index(v), sentence.index(v) + len(v)) for v in values]
 
 
+def tagged_from(sentence: str, first: str, last: str) -> tuple[Tagged, int, int]:
+    """One stale span the tagger gave from ``first`` to the end of ``last``, with its offsets."""
+    start, end = sentence.index(first), sentence.index(last) + len(last)
+    return Tagged(0.95, ((start, end, "STALE"),), (0.9,)), start, end
+
+
 def test_a_span_joining_numbers_with_words_between_is_split_into_the_numbers() -> None:
     sentence = "Rent is €1,150 this month and the deposit another €2,300."
     start, end = sentence.index("€1,150"), sentence.index("€2,300") + len("€2,300")
@@ -61,8 +67,7 @@ def test_a_value_that_only_shares_the_kind_is_matched_to_no_correction() -> None
 
 def test_two_corrections_each_keep_their_own_value_of_one_tagged_span() -> None:
     sentence = "We paid £640 for the hotel and £180 for the train."
-    start, end = sentence.index("£640"), sentence.index("£180") + len("£180")
-    tags = Tagged(0.98, ((start, end, "STALE"),), (0.9,))
+    tags, _, _ = tagged_from(sentence, "£640", "£180")
     turn = "no, the hotel was £590 and the train £210"
     found = one_fact_each(sentence, tags, [(None, "£590"), (None, "£210")], turn)
     assert [(sentence[x:y], k) for x, y, k in found] == [("640", 0), ("180", 1)]
@@ -80,8 +85,7 @@ def test_without_a_joint_matching_the_tagged_span_is_not_split() -> None:
     # nine values are too many to match jointly: the tagged span is decided as the tagger gave it, so no single
     # score nobody corrected ("61") is taken for the corrected one
     sentence = "Mean: (61 + 70 + 83 + 58 + 90) / 5 = 362 / 5 = 72.4 for the term."
-    start, end = sentence.index("61"), sentence.index("72.4") + len("72.4")
-    tags = Tagged(0.95, ((start, end, "STALE"),), (0.9,))
+    tags, start, end = tagged_from(sentence, "61", "72.4")
     turn = "the 58 should be 68, and the project mark is 77"
     found = one_fact_each(sentence, tags, [(None, "68"), (None, "77")], turn)
     assert all((x, y) == (start, end) for x, y, _ in found)
