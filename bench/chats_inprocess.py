@@ -20,7 +20,7 @@ import os
 import pickle
 import time
 
-from keproxy.corrections.understand import CorrectionUnderstanding
+from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
 from keproxy.editors.history.patch import apply_span_edits
 from keproxy.eval.chats.metrics import score_chat, summarize
 from keproxy.eval.chats.run import load_chats
@@ -32,9 +32,11 @@ def main() -> None:
     parser.add_argument("--tag-cache", default=None)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--options", default="{}", help="UnderstandingOptions overrides as JSON (ablations)")
     args = parser.parse_args()
     chats = load_chats(args.data)
-    understanding = CorrectionUnderstanding(threads=args.threads)
+    options = UnderstandingOptions(**json.loads(args.options))
+    understanding = CorrectionUnderstanding(threads=args.threads, options=options)
     taggers = (understanding.turn_tagger, understanding.stale_tagger)
     for tagger in taggers:
         tagger.cache_size = 10**7

@@ -29,6 +29,7 @@ __all__ = [
     "occurrences",
     "one_fact_each",
     "oriented",
+    "paired_values",
     "quoted_old_values",
     "realised",
     "same_form",
@@ -250,6 +251,30 @@ def undangled(value: str) -> str:
     not end with a preposition, article or conjunction."""
     trimmed = _DANGLING.sub("", value)
     return trimmed if trimmed.strip() else value
+
+
+def paired_values(
+    text: str, news: Sequence[tuple[int, int]], olds: Sequence[tuple[int, int]]
+) -> dict[int, int]:
+    """Which old value of a turn goes with which new value: index in ``news`` -> index in ``olds`` ((start, end)
+    offsets into ``text``). Each old value goes to the nearest new value of its kind (closest pairs first), at
+    most one each; two lists in the same order ("30 tablets with 2 refills, not 90 and 3") pair first with
+    first."""
+    distance = sorted(
+        (abs(o[0] - n[0]), j, i)
+        for i, n in enumerate(news)
+        for j, o in enumerate(olds)
+        if same_kind(text[o[0] : o[1]], text[n[0] : n[1]])
+    )
+    if len(news) == len(olds) >= 2 and (olds[0][0] > news[-1][1] or news[0][0] > olds[-1][1]):
+        distance = [
+            (0, i, i) for i in range(len(news)) if same_kind(text[slice(*olds[i])], text[slice(*news[i])])
+        ]
+    paired: dict[int, int] = {}
+    for _, j, i in distance:
+        if i not in paired and j not in paired.values():
+            paired[i] = j
+    return paired
 
 
 def oriented(old: str | None, new: str, said: set[str]) -> tuple[str | None, str]:

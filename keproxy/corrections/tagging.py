@@ -28,6 +28,8 @@ __all__ = [
     "STALE_LABELS",
     "TURN_LABELS",
     "Example",
+    "asides_of",
+    "bundle",
     "candidate_sentences",
     "context_of",
     "snap_to_words",
@@ -47,6 +49,13 @@ CONTEXT_CHARS = 400
 _EDITED_ROLES = frozenset({"user", "assistant"})
 _VALUE = re.compile(r"\d|[A-Z]")
 _WORDS = re.compile(r"[^\W_]+(?:['’.:,/-][^\W_]+)*")
+#: What a user writes before a correction bundled with something else ("also the fee went up to $30"); the
+#: training variants of :func:`bundle` put them before corrections and non-corrections alike, so that the first
+#: words of a turn do not decide what it corrects.
+_LEADS = (
+    "also", "oh and", "btw", "and", "one more thing:", "ok and", "plus", "PS", "oh, also", "sorry,", "ah,",
+    "right,", "fyi", "quick thing:", "by the way,", "one thing:", "hmm,", "and also", "oh,", "ok so",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -141,10 +150,45 @@ def _find(haystack: str, needle: str) -> int:
     return haystack.casefold().find(needle.casefold()) if needle else -1
 
 
-def turn_examples(chats: Iterable[Mapping[str, Any]], rng: random.Random | None = None) -> list[Example]:
+def asides_of(chats: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Short one-line user turns that correct nothing (the last turns of negative chats, and the earlier user
+    turns of every chat), deduplicated and sorted: the requests and questions :func:`bundle` adds to a turn."""
+    found: set[str] = set()
+    for chat in chats:
+        messages = chat["messages"]
+        last = len(messages) - 1
+        for i in range(1, last + 1):
+            text = str(messages[i]["content"]).strip()
+            earlier = i < last or not chat["is_correction"]
+            if messages[i]["role"] == "user" and earlier and 12 <= len(text) <= 160 and "\n" not in text:
+                found.add(text)
+    return sorted(found)
+
+
+def bundle(turn: str, rng: random.Random, asides: Sequence[str]) -> tuple[str, int]:
+    """A training variant of ``turn`` as users also write it, with the offset of ``turn`` inside it: after a
+    lead-in word ("also", "btw", "one more thing:"), after an unrelated request or question from ``asides``,
+    or before one. What ``turn`` says (a correction or not, its values) is unchanged."""
+    form = rng.randrange(3) if asides else 0
+    if form == 0:
+        lead = rng.choice(_LEADS) + " "
+        return lead + turn, len(lead)
+    aside = rng.choice(asides)
+    if form == 1:
+        return f"{aside} {turn}", len(aside) + 1
+    return f"{turn} {aside}", 0
+
+
+def turn_examples(
+    chats: Iterable[Mapping[str, Any]], rng: random.Random | None = None, *, bundled: float = 0.0
+) -> list[Example]:
     """One turn-tagger example per chat: its last turn, context, label, and the NEW / OLD value spans; with
     ``rng``, also one of the chat's earlier user turns (after the first message) as a NO_CORRECTION example:
-    keproxy reads every user turn of a request, and the corpus's earlier turns state or ask, never correct."""
+    keproxy reads every user turn of a request, and the corpus's earlier turns state or ask, never correct.
+    bundled (needs ``rng``): the fraction of chats whose last-turn example is repeated bundled with something
+    else (:func:`bundle`), its label and values unchanged."""
+    chats = list(chats)
+    asides = asides_of(chats) if bundled and rng is not None else []
     out = []
     for chat in chats:
         messages = chat["messages"]
@@ -163,6 +207,10 @@ def turn_examples(chats: Iterable[Mapping[str, Any]], rng: random.Random | None 
                     spans.append((at, at + len(value), stem))
         label = "CORRECTION" if chat["is_correction"] else "NO_CORRECTION"
         out.append(Example(text, context_of(messages, last), label, tuple(sorted(spans))))
+        if asides and rng is not None and rng.random() < bundled:
+            variant, shift = bundle(text, rng, asides)
+            moved = tuple(sorted((a + shift, b + shift, stem) for a, b, stem in spans))
+            out.append(Example(variant, context_of(messages, last), label, moved))
     return out
 
 
@@ -186,27 +234,46 @@ def _sentence_spans(chat: Mapping[str, Any]) -> dict[tuple[int, int, int], list[
 
 
 def stale_examples(
-    chats: Iterable[Mapping[str, Any]], rng: random.Random, *, negatives_per_chat: int = 4
+    chats: Iterable[Mapping[str, Any]],
+    rng: random.Random,
+    *,
+    negatives_per_chat: int = 4,
+    bundled: float = 0.0,
 ) -> list[Example]:
     """Stale-tagger examples: every sentence holding a stale span (tagged), and up to ``negatives_per_chat``
     other sentences of each chat (half of them the ones sharing the most value words with the turn under test,
-    the hard cases), all with the turn under test as ``text``."""
-    out = []
+    the hard cases), all with the turn under test as ``text``. bundled: the fraction of chats whose examples
+    are repeated with the turn under test bundled with something else (:func:`bundle`), labels unchanged."""
+    chats = list(chats)
+    asides = asides_of(chats) if bundled else []
+    out: list[Example] = []
     for chat in chats:
-        messages = chat["messages"]
-        last = len(messages) - 1
-        turn = str(messages[last]["content"])
-        stale = _sentence_spans(chat)
-        for (index, a, b), ranges in stale.items():
-            sentence = str(messages[index]["content"])[a:b]
-            merged = tuple(sorted((x, y, "STALE") for x, y in set(ranges)))
-            out.append(Example(turn, sentence, "STALE", merged))
-        others = [k for k in candidate_sentences(messages, last) if k not in stale]
-        texts = {k: str(messages[k[0]]["content"])[k[1] : k[2]] for k in others}
-        others = [k for k in others if len(texts[k].split()) >= 3]
-        values = value_words(turn)
-        hard = sorted(others, key=lambda k: -len(value_words(texts[k]) & values))[: negatives_per_chat // 2]
-        rest = [k for k in others if k not in hard]
-        pick = hard + rng.sample(rest, min(len(rest), negatives_per_chat - len(hard)))
-        out += [Example(turn, texts[k], "NOT_STALE") for k in pick]
+        mine = _chat_stale_examples(chat, rng, negatives_per_chat)
+        if bundled and rng.random() < bundled:
+            text = bundle(mine[0].text, rng, asides)[0] if mine else ""
+            mine += [Example(text, e.pair, e.label, e.spans) for e in mine]
+        out += mine
+    return out
+
+
+def _chat_stale_examples(
+    chat: Mapping[str, Any], rng: random.Random, negatives_per_chat: int
+) -> list[Example]:
+    out: list[Example] = []
+    messages = chat["messages"]
+    last = len(messages) - 1
+    turn = str(messages[last]["content"])
+    stale = _sentence_spans(chat)
+    for (index, a, b), ranges in stale.items():
+        sentence = str(messages[index]["content"])[a:b]
+        merged = tuple(sorted((x, y, "STALE") for x, y in set(ranges)))
+        out.append(Example(turn, sentence, "STALE", merged))
+    others = [k for k in candidate_sentences(messages, last) if k not in stale]
+    texts = {k: str(messages[k[0]]["content"])[k[1] : k[2]] for k in others}
+    others = [k for k in others if len(texts[k].split()) >= 3]
+    values = value_words(turn)
+    hard = sorted(others, key=lambda k: -len(value_words(texts[k]) & values))[: negatives_per_chat // 2]
+    rest = [k for k in others if k not in hard]
+    pick = hard + rng.sample(rest, min(len(rest), negatives_per_chat - len(hard)))
+    out += [Example(turn, texts[k], "NOT_STALE") for k in pick]
     return out

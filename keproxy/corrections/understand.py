@@ -43,6 +43,7 @@ from keproxy.corrections.anchors import (
 )
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.bounds import narrow, whole_token
+from keproxy.corrections.bundled import tag_bundled
 from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.consolidate import (
     Found,
@@ -82,10 +83,10 @@ from keproxy.corrections.spans import (
     occurrences,
     one_fact_each,
     oriented,
+    paired_values,
     quoted_old_values,
     realised,
     same_form,
-    same_kind,
     stated_changes,
     within_sentence,
 )
@@ -128,6 +129,9 @@ class UnderstandingOptions(BaseModel):
     earlier ("by the way, the lot number was 4471B, please add it") adds or asks, it corrects nothing. 0: the
     turn tagger alone decides. On the corpus's train split, 99.6% of the sentences holding a stale span score at
     least 0.03 and three in four of the others below 0.008."""
+    bundled: bool = True
+    """Also tag each sentence of a turn of several that the turn tagger does not call a correction as a whole (a
+    correction after a request: :mod:`keproxy.corrections.bundled`)."""
     gate: bool = True
     """Send only the user turns the correction gate (:mod:`keproxy.corrections.gate`) lets through to the turn
     tagger (a KEIC template turn always goes); False: every user turn after the first."""
@@ -186,7 +190,11 @@ class CorrectionUnderstanding:
             turns = [i for i in turns if not reported_claim(texts[i]) or parse_template(texts[i])]
         if not turns:
             return []
-        tagged = self.turn_tagger.tag([(texts[i], context_of(messages, i)) for i in turns])
+        inputs = [(texts[i], context_of(messages, i)) for i in turns]
+        whole = self.turn_tagger.tag(inputs)
+        tagged = tag_bundled(
+            self.turn_tagger, inputs, whole, self.options.detect_threshold, self.options.bundled
+        )
         out: list[Correction] = []
         for turn, result in zip(turns, tagged, strict=True):
             values = self._values(texts[turn], result, " ".join(texts[:turn]))
@@ -256,22 +264,7 @@ class CorrectionUnderstanding:
             if seen and len(seen) < len(news):
                 news = [n for n in news if n not in seen]
                 olds = olds + seen
-        # each old value goes to the nearest new value of its kind (closest pairs first), at most one each
-        distance = sorted(
-            (abs(o[0] - n[0]), j, i)
-            for i, n in enumerate(news)
-            for j, o in enumerate(olds)
-            if same_kind(text[o[0] : o[1]], text[n[0] : n[1]])
-        )
-        paired: dict[int, int] = {}
-        if len(news) == len(olds) >= 2 and (olds[0][0] > news[-1][1] or news[0][0] > olds[-1][1]):
-            # two lists in the same order ("30 tablets with 2 refills, not 90 and 3"): first with first
-            distance = [
-                (0, i, i) for i in range(len(news)) if same_kind(text[slice(*olds[i])], text[slice(*news[i])])
-            ]
-        for _, j, i in distance:
-            if i not in paired and j not in paired.values():
-                paired[i] = j
+        paired = paired_values(text, news, olds)
         pairs: list[tuple[str | None, str]] = []
         said = set(history.split())
         for i, (a, b) in enumerate(news):

@@ -68,6 +68,11 @@ class TaggerTrainConfig(BaseModel):
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
     negatives_per_chat: int = Field(default=3, ge=0)
     """Stale tagger: sentences without a stale span per chat (half of them the hardest)."""
+    bundled: float = Field(default=0.0, ge=0, le=1)
+    """Fraction of chats whose examples are repeated with the turn under test bundled with a lead-in word or an
+    unrelated request (:func:`~keproxy.corrections.tagging.bundle`). A stale tagger built with 0.5 related such
+    turns to their stale sentences far more often, but fixed fewer stale spans on the independent chats, so the
+    shipped taggers use 0 (bench/results/chats-independent.md, "Corrections bundled with a request")."""
     max_examples: int | None = Field(default=None, ge=1)
     """Train on the first this many examples only (tests); None: all."""
     threads: int = Field(default=2, ge=1)
@@ -81,10 +86,17 @@ def default_config(name: str) -> TaggerTrainConfig:
 def _examples(name: str, split: str, config: TaggerTrainConfig) -> list[Example]:
     chats = load_corpus(split)
     if name == "turn-tagger":
-        examples = turn_examples(chats, random.Random(f"{config.seed}:{split}:earlier"))
+        examples = turn_examples(
+            chats,
+            random.Random(f"{config.seed}:{split}:earlier"),
+            bundled=config.bundled if split == "train" else 0,
+        )
     else:
         examples = stale_examples(
-            chats, random.Random(f"{config.seed}:{split}"), negatives_per_chat=config.negatives_per_chat
+            chats,
+            random.Random(f"{config.seed}:{split}"),
+            negatives_per_chat=config.negatives_per_chat,
+            bundled=config.bundled if split == "train" else 0,
         )
     random.Random(f"{config.seed}:{name}:{split}:order").shuffle(examples)
     return examples[: config.max_examples] if config.max_examples and split == "train" else examples
