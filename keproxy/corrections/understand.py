@@ -9,7 +9,8 @@ those characters and nothing else:
 1. **detect + extract**: the turn tagger reads each user turn the gate let through with its recent history and
    says whether it corrects something, tagging the new (and, when named, old) values. A filled KEIC template
    (App. B.2) is a fast path: its quoted [O] / [N] are taken as they are. The turn's own words complete what
-   the tagger read (:mod:`keproxy.corrections.anchors`, :mod:`keproxy.corrections.spelling`).
+   the tagger read (:mod:`keproxy.corrections.anchors`, :mod:`keproxy.corrections.spelling`); a turn of several
+   sentences it does not call a correction is read sentence by sentence (:mod:`keproxy.corrections.bundled`).
 2. **locate**: the sentences of the earlier user and assistant turns (at most ``max_candidates``, those sharing
    the most words and value kinds with the correction first) go to the stale tagger with the correcting turn;
    it tags the words each sentence must change.
