@@ -11,7 +11,7 @@ import pytest
 from keproxy.corrections.bundled import MAX_CHARS, tag_bundled
 from keproxy.corrections.model import Tagged
 from keproxy.corrections.tagging import asides_of, bundle, stale_examples, turn_examples
-from keproxy.corrections.understand import CorrectionUnderstanding
+from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
 from keproxy.editors.history.patch import apply_span_edits
 
 
@@ -133,7 +133,7 @@ def test_a_correction_after_a_request_in_the_same_turn_is_found_and_patched(turn
         {"role": "assistant", "content": "Noted, see you there."},
         {"role": "user", "content": turn},
     ]
-    corrections = CorrectionUnderstanding().detect(messages)
+    corrections = CorrectionUnderstanding(options=UnderstandingOptions(bundled=True)).detect(messages)
     forwarded = [dict(m) for m in messages]
     apply_span_edits(forwarded, corrections)
     assert [m["content"] for m in forwarded] == [expected, "Noted, see you there.", turn]
