@@ -26,19 +26,15 @@ MAX_CHARS = 600
 
 
 def tag_bundled(
-    tagger: Tagger,
-    inputs: Sequence[tuple[str, str]],
-    tagged: Sequence[Tagged],
-    threshold: float,
-    split: bool = True,
+    tagger: Tagger, inputs: Sequence[tuple[str, str]], tagged: Sequence[Tagged], threshold: float
 ) -> list[Tagged]:
     """``tagged`` (the turn tagger's results for ``inputs``, (turn, context) pairs), where each turn below
     ``threshold`` of at most :data:`MAX_CHARS` characters and two or more sentences is replaced by its
     best-scoring sentence's result when that reaches ``threshold`` (spans in the turn's character offsets).
-    One batched tagger call for every sentence of every such turn; blocking. split False: ``tagged`` as is."""
+    One batched tagger call for every sentence of every such turn; blocking."""
     parts: list[tuple[int, int, int]] = []  # (input index, start, end)
     for k, ((text, _), result) in enumerate(zip(inputs, tagged, strict=True)):
-        if not split or result.score >= threshold or len(text) > MAX_CHARS:
+        if result.score >= threshold or len(text) > MAX_CHARS:
             continue
         sentences = split_sentences(text)
         if len(sentences) >= 2:

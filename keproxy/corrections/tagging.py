@@ -249,8 +249,8 @@ def stale_examples(
     out: list[Example] = []
     for chat in chats:
         mine = _chat_stale_examples(chat, rng, negatives_per_chat)
-        if bundled and rng.random() < bundled:
-            text = bundle(mine[0].text, rng, asides)[0] if mine else ""
+        if bundled and rng.random() < bundled and mine:
+            text = bundle(mine[0].text, rng, asides)[0]
             mine += [Example(text, e.pair, e.label, e.spans) for e in mine]
         out += mine
     return out

@@ -194,10 +194,9 @@ class CorrectionUnderstanding:
         if not turns:
             return []
         inputs = [(texts[i], context_of(messages, i)) for i in turns]
-        whole = self.turn_tagger.tag(inputs)
-        tagged = tag_bundled(
-            self.turn_tagger, inputs, whole, self.options.detect_threshold, self.options.bundled
-        )
+        tagged = self.turn_tagger.tag(inputs)
+        if self.options.bundled:
+            tagged = tag_bundled(self.turn_tagger, inputs, tagged, self.options.detect_threshold)
         out: list[Correction] = []
         for turn, result in zip(turns, tagged, strict=True):
             values = self._values(texts[turn], result, " ".join(texts[:turn]))
