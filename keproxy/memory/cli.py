@@ -103,7 +103,7 @@ def import_command(
 
     memory = EditMemory(
         _open_store(settings),
-        Embedder.from_name_or_path(settings.embedding_model),
+        Embedder.from_name_or_path(settings.embedding_model, runtime=settings.embedding_runtime),
         index_dir=settings.edit_index_dir,
     )
     try:

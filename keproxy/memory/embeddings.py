@@ -121,6 +121,13 @@ class Embedder:
         return cls(name_or_path, **kwargs)
 
     @property
+    def vector_space(self) -> str:
+        """Names the vectors this embedder writes, for indexes that keep them: the model, plus "#int8" for the
+        onnx-int8 runtime, whose vectors differ from fp32's (cosine 0.991 mean, 0.945 min:
+        ``bench/results/encoder-runtime.md``); torch and onnx fp32 give the same vectors and share the name."""
+        return self.name_or_path + ("#int8" if self.runtime == "onnx-int8" else "")
+
+    @property
     def loaded(self) -> bool:
         """True once the model has been loaded."""
         return self._model is not None

@@ -72,7 +72,7 @@ class EditIndex:
     tombstones in an HNSW graph that triggers a rebuild from the live vectors.
 
     ``change_seq`` and ``store_id`` record which state of which store the index reflects (see
-    :meth:`keproxy.memory.store.EditStore.change_seq`); ``model`` names the embedding model; all three are
+    :meth:`keproxy.memory.store.EditStore.change_seq`); ``model`` names the vectors' space (``Embedder.vector_space``); all three are
     saved with the index.
     """
 
@@ -451,7 +451,7 @@ class EditIndex:
             self._add_edits(chunk, embedder)
         self.change_seq = seq
         self.store_id = store.store_id
-        self.model = embedder.name_or_path
+        self.model = embedder.vector_space
 
     def _add_edits(self, edits: Sequence[Any], embedder: Embedder) -> None:
         vectors = embedder.encode([e.query_text for e in edits])

@@ -198,7 +198,7 @@ class EditMemory:
         """Why a saved index cannot be caught up (None: it can)."""
         if index.store_id != self.store.store_id:
             return "was built from another store"
-        if index.model != self.embedder.name_or_path:
+        if index.model != self.embedder.vector_space:
             return f"was built with model {index.model!r}"
         if index.change_seq > self.store.change_seq():
             return "is ahead of the store"

@@ -355,6 +355,27 @@ def test_index_persists_catches_up_and_rebuilds(tmp_path: Path, embedder: Embedd
     memory.close()
 
 
+
+def test_an_index_of_fp32_vectors_is_rebuilt_for_an_int8_embedder(tmp_path: Path, embedder: Embedder) -> None:
+    db, folder = tmp_path / "e.sqlite3", tmp_path / "edit-index"
+    memory = EditMemory(SQLiteEditStore(db), embedder, index_dir=folder)
+    edit = memory.add(Edit(text="The museum is closed on Mondays."))
+    memory.retrieve("When is the museum closed?", EditScope())
+    memory.close()
+    assert json.loads((folder / "ids.json").read_text())["model"] == embedder.name_or_path
+
+    int8 = Embedder(embedder.name_or_path, runtime="onnx-int8", offline=True, threads=1)
+    assert int8.vector_space == embedder.name_or_path + "#int8"
+    memory = EditMemory(SQLiteEditStore(db), int8, index_dir=folder)
+    assert memory.retrieve("When is the museum closed?", EditScope())[0].edit.id == edit.id
+    assert memory.index_state == "rebuilt"  # its vectors came from another runtime
+    memory.close()
+    assert json.loads((folder / "ids.json").read_text())["model"] == int8.vector_space
+    memory = EditMemory(SQLiteEditStore(db), int8, index_dir=folder)
+    memory.retrieve("When is the museum closed?", EditScope())
+    assert memory.index_state == "loaded"
+    memory.close()
+
 # -- importers and shared data -----------------------------------------------------------------------------
 
 
