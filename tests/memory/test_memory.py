@@ -355,7 +355,6 @@ def test_index_persists_catches_up_and_rebuilds(tmp_path: Path, embedder: Embedd
     memory.close()
 
 
-
 def test_an_index_of_fp32_vectors_is_rebuilt_for_an_int8_embedder(tmp_path: Path, embedder: Embedder) -> None:
     db, folder = tmp_path / "e.sqlite3", tmp_path / "edit-index"
     memory = EditMemory(SQLiteEditStore(db), embedder, index_dir=folder)
@@ -375,6 +374,7 @@ def test_an_index_of_fp32_vectors_is_rebuilt_for_an_int8_embedder(tmp_path: Path
     memory.retrieve("When is the museum closed?", EditScope())
     assert memory.index_state == "loaded"
     memory.close()
+
 
 # -- importers and shared data -----------------------------------------------------------------------------
 
