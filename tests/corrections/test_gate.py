@@ -33,21 +33,35 @@ def test_corrections_pass_and_plain_requests_stop() -> None:
     assert scores.shape == (5,) and ((scores >= 0) & (scores <= 1)).all()
 
 
+def test_one_by_one_scores_equal_scikit_learns_batch_features() -> None:
+    from keproxy.corrections.gate import gate_features
+
+    texts = [
+        "Actually, it's at 4pm.", "Can you write a short poem about autumn?", "", "   ", "?!", "Ünïcödé 東京 ok",
+        "Request 17: what is the capital of Veloria-17? And the currency?", "no no NO, it's 12:30 not 12:00!!",
+    ]  # fmt: skip
+    gate = CorrectionGate(cache_size=0)
+    weight, bias = gate._load()
+    batch = 1.0 / (1.0 + np.exp(-(gate_features(texts) @ weight + bias)))
+    alone = np.concatenate([gate.scores([t]) for t in texts])  # fewer than 8 texts: scored one by one
+    assert np.allclose(alone, batch, rtol=0, atol=1e-12)
+
+
 def test_scores_of_turns_already_seen_come_from_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     import keproxy.corrections.gate as gate_module
 
     texts = ["Actually, it's at 4pm.", "Plan a day in Lisbon.", "Make that Tuesday."]
     alone = [float(CorrectionGate(cache_size=0).scores([t])[0]) for t in texts]
     gate = CorrectionGate(cache_size=2)
-    featurised: list[list[str]] = []
-    real = gate_module.gate_features
+    featurised: list[str] = []
+    words, chars = gate_module._analyzers()
     monkeypatch.setattr(
-        gate_module, "gate_features", lambda batch: featurised.append(list(batch)) or real(batch)
+        gate_module, "_analyzers", lambda: (lambda text: featurised.append(text) or words(text), chars)
     )
     first = gate.scores([texts[0], texts[1], texts[0]])
     again = gate.scores([texts[1], texts[2], texts[0]])
     last = gate.scores([texts[1]])  # the least recently used of the three, dropped from the 2-entry cache
-    assert featurised == [[texts[0], texts[1]], [texts[2]], [texts[1]]]
+    assert featurised == [texts[0], texts[1], texts[2], texts[1]]
     assert list(first) == [alone[0], alone[1], alone[0]] and list(again) == [alone[1], alone[2], alone[0]]
     assert list(last) == [alone[1]]
 
