@@ -1,14 +1,17 @@
-"""The correction gate: a linear model over hashed word and character n-grams of a user turn that says, in about a
-millisecond, whether the turn could be a correction at all, so the turn tagger (a MiniLM forward pass, ~30 ms on
-one CPU thread) reads only turns that might be.
+"""The correction gate: a linear model over hashed word and character n-grams of a user turn that says, in ~0.1 ms,
+whether the turn could be a correction at all, so the turn tagger (a MiniLM forward pass, ~10-30 ms on one CPU
+thread) reads only turns that might be.
 
 A chat's ordinary turns ("Can you plan three days in Lisbon?", "Write it as an email") are most of what a proxy
-sees; the gate lets them through untouched without a forward pass. It is tuned for recall, not precision: its
-threshold is the first percentile of the correcting turns' out-of-fold scores on the corpus's train split (99% of
-them pass), and everything it lets through is still decided by the turn tagger. Trained by ``keproxy train gate``
-(:mod:`keproxy.train.gate`) on the correction corpus's train split: scikit-learn's ``HashingVectorizer`` (word 1-2
+sees; the gate stops them before any forward pass. It is tuned for recall, not precision: its threshold is the
+0.5th percentile of the correcting turns' out-of-fold scores on the corpus's train split (99.5% of them pass), and
+everything it lets through is still decided by the turn tagger.
+
+Trained by ``keproxy train gate`` (:mod:`keproxy.train.gate`) on the correction corpus's train split and 2,028
+ordinary turns written for it (``keproxy/data/gate/CARD.md``): scikit-learn's ``HashingVectorizer`` (word 1-2
 grams and character 2-4 grams within words, 2**17 features each, L2-normalised) and a class-balanced
-``LogisticRegression``; shipped as ``keproxy/data/models/turn-gate/`` (the non-zero weights and a manifest).
+``LogisticRegression``; shipped as ``keproxy/data/models/turn-gate/`` (the non-zero weights and a manifest). On
+the corpus's dev split it lets 99.2% of the corrections through and stops 74-76% of the earlier turns.
 """
 
 from __future__ import annotations

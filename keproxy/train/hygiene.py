@@ -86,6 +86,9 @@ def training_sets(shared: Path | None = None) -> dict[str, list[str]]:
         for path in sorted((_DATA / "nli").glob("train-hand*.jsonl"))
     }
     sets["chats/train"] = list(_chat_texts(load_corpus("train")))
+    from keproxy.train.gate import ordinary_turns
+
+    sets["gate/ordinary-train"] = ordinary_turns("train")
     root = shared if shared is not None else shared_data_dir()
     if root is not None and (root / _SHARED_TRAINING[0]).is_file():
         from keproxy.train.editor.data import case_texts, training_cases

@@ -3,6 +3,7 @@ the turn tagger, corrections go on."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -83,3 +84,30 @@ def test_a_turn_the_gate_stops_never_reaches_the_turn_tagger() -> None:
 def test_a_missing_gate_names_the_command(tmp_path: Path) -> None:
     with pytest.raises(GateMissingError, match="keproxy train gate"):
         CorrectionGate(tmp_path)
+
+
+def test_ordinary_turns_are_checked_deduplicated_and_split(tmp_path: Path) -> None:
+    from keproxy.train.gate import OrdinaryTurnError, ordinary_split, ordinary_turns
+
+    rows = [
+        {"text": "What is the capital of Mongolia?", "domain": "trivia", "register": "terse"},
+        {
+            "text": "what is the capital of mongolia",
+            "domain": "trivia",
+            "register": "casual",
+        },  # near-duplicate
+        {"text": "Book 2 seats for 19:30, please.", "domain": "travel", "register": "polite"},
+    ]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    texts = ordinary_turns(root=tmp_path)
+    assert texts == [rows[0]["text"], rows[2]["text"]]
+    assert sorted(ordinary_turns("train", tmp_path) + ordinary_turns("dev", tmp_path)) == sorted(texts)
+    assert all(ordinary_split(t) == ordinary_split(t.upper()) for t in texts)
+
+    bad = {"text": "Sorry, I meant Friday.", "domain": "scheduling", "register": "terse"}
+    (tmp_path / "b.jsonl").write_text(json.dumps(rows[2]) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(OrdinaryTurnError, match=r"b\.jsonl:2: holds the correction cue 'Sorry'"):
+        ordinary_turns(root=tmp_path)
+    (tmp_path / "b.jsonl").write_text(json.dumps({"text": "Make it Tuesday."}) + "\n")
+    with pytest.raises(OrdinaryTurnError, match="text, domain and register"):
+        ordinary_turns(root=tmp_path)
