@@ -301,8 +301,9 @@ class EditIndex:
         """The ``k`` best ``(score, edit id)`` pairs per query among the entries whose tag is in ``tags`` and
         that ``accept(edit_id, tag)`` admits (None: no such condition), best first.
 
-        Filtering is exact: when ``tags`` admit at most ``exact_below`` entries, those are scored exactly
-        (brute force over their vectors); otherwise each query searches ``k * overfetch`` neighbours, then 4×
+        Filtering is exact: when ``tags`` admit every entry of a flat index, it is searched as a whole (exact);
+        when they admit at most ``exact_below`` entries, those are scored exactly (brute force over their
+        vectors); otherwise each query searches ``k * overfetch`` neighbours, then 4×
         more, and so on, until it has ``k`` admitted hits or has seen the whole index. With IVF or HNSW the
         candidates of the second path are approximate, as usual.
         """
@@ -311,10 +312,16 @@ class EditIndex:
         array = self._check(vectors)
         if tags is not None:
             allowed = frozenset(tags)
-            members = [fid for tag in allowed for fid in self._by_tag.get(tag, ())]
-            if len(members) <= exact_below:
+            n_allowed = sum(len(self._by_tag.get(tag, ())) for tag in allowed)
+            if self._kind == "flat" and n_allowed == len(self._eid) and not self.tombstones:
+                tags = (
+                    None  # every entry is admitted and a flat search is exact: FAISS's own search, no copies
+                )
+            elif n_allowed <= exact_below:
+                members = [fid for tag in allowed for fid in self._by_tag.get(tag, ())]
                 return self._exact(array, k, members, accept)
-            accept = _and_tags(accept, allowed)
+            else:
+                accept = _and_tags(accept, allowed)
         results: list[list[tuple[float, str]]] = [[] for _ in range(len(array))]
         pending = list(range(len(array)))
         total = int(self._index.ntotal)

@@ -240,6 +240,25 @@ def test_index_compacts_tombstones_and_filters_exactly() -> None:
     assert exact[0][0][1] == "e50" and len(exact[0]) == 3
 
 
+def test_a_flat_index_whose_tags_admit_every_entry_is_searched_whole() -> None:
+    vectors = unit_rows(50, seed=2)
+    index = EditIndex(384)
+    index.add(vectors, [f"e{i}" for i in range(50)], [("t", "global", None)] * 50)
+    queries = unit_rows(5, seed=3)
+    whole = index.search_filtered(queries, 4, tags=[("t", "global", None)])
+    assert [[e for _, e in row] for row in whole] == index.search(queries, 4)[1]
+    copied = index._exact(queries, 4, list(range(50)), None)  # the brute-force path of a partial scope
+    assert [[e for _, e in row] for row in whole] == [[e for _, e in row] for row in copied]
+    assert np.allclose(
+        [[s for s, _ in row] for row in whole], [[s for s, _ in row] for row in copied], atol=1e-5
+    )
+    # one entry of another tag: the scope no longer admits everything, and that entry is never returned
+    index.add(queries[[0]], ["other"], [("t", "user", "u")])
+    assert "other" not in [
+        e for _, e in index.search_filtered(queries[[0]], 3, tags=[("t", "global", None)])[0]
+    ]
+
+
 # -- memory: retrieval, scope isolation, persistence -------------------------------------------------------
 
 
