@@ -38,6 +38,7 @@ __all__ = [
     "stated_changes",
     "undangled",
     "within_sentence",
+    "words_within",
 ]
 
 _CONTENT = re.compile(r"[^\W_]{3,}")
@@ -339,3 +340,11 @@ def realised(texts: Sequence[str], edits: Sequence[SpanEdit], k: int, new: str) 
         if target and target in fold(text):
             return True
     return False
+
+
+def words_within(part: str, whole: str) -> bool:
+    """Whether ``part``'s words stand, in order, among ``whole``'s whitespace-separated words (case and edge
+    punctuation ignored): "March" in "Monday 10 March", but not "11" in "11:30"."""
+    a = [w.strip(".,;:!?()\"'").casefold() for w in part.split()]
+    b = [w.strip(".,;:!?()\"'").casefold() for w in whole.split()]
+    return bool(a) and any(b[i : i + len(a)] == a for i in range(len(b) - len(a) + 1))

@@ -91,6 +91,7 @@ from keproxy.corrections.spans import (
     same_form,
     stated_changes,
     within_sentence,
+    words_within,
 )
 from keproxy.corrections.spelling import near_spelling
 from keproxy.corrections.tagging import candidate_sentences, context_of, snap_to_words, value_words
@@ -174,10 +175,11 @@ class CorrectionUnderstanding:
         self.locator = locator or SpanLocator(None)
         self.gate = (gate or CorrectionGate()) if self.options.gate else None
 
-    def detect(self, messages: Sequence[Mapping[str, Any]]) -> list[Correction]:
-        """Corrections of every user turn after the first, in turn order, each with its span edits."""
+    def _tagged_turns(self, messages: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[str]]:
+        """(the user turns after the first that the gate, the templates and the reported-claim rule leave to the
+        taggers, every message's text)."""
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
-            return []
+            return [], []
         texts = [message_text(m) if isinstance(m, Mapping) else "" for m in messages]
         turns = [
             i for i, m in enumerate(messages)
@@ -191,6 +193,16 @@ class CorrectionUnderstanding:
             ]  # fmt: skip
         if self.options.reported_claims:
             turns = [i for i in turns if not reported_claim(texts[i]) or parse_template(texts[i])]
+        return turns, texts
+
+    def screen(self, messages: Sequence[Mapping[str, Any]]) -> bool:
+        """False when :meth:`detect` would run no model (the gate stops every user turn): ~0.1 ms a new turn, so
+        the pipeline asks it on the event loop and sends :meth:`detect` to a worker thread only when True."""
+        return bool(self._tagged_turns(messages)[0])
+
+    def detect(self, messages: Sequence[Mapping[str, Any]]) -> list[Correction]:
+        """Corrections of every user turn after the first, in turn order, each with its span edits."""
+        turns, texts = self._tagged_turns(messages)
         if not turns:
             return []
         inputs = [(texts[i], context_of(messages, i)) for i in turns]
@@ -272,7 +284,7 @@ class CorrectionUnderstanding:
         for i, (a, b) in enumerate(news):
             old = olds[paired[i]] if i in paired else None
             pair = oriented(text[old[0] : old[1]] if old else None, text[a:b], said)
-            if pair[0] and (_words_within(pair[0], pair[1]) or measured_otherwise(pair[0], pair[1])):
+            if pair[0] and (words_within(pair[0], pair[1]) or measured_otherwise(pair[0], pair[1])):
                 # "Monday 10 March" restates "March"; "80%" is no old "1,000 cycles": not what changed
                 pair = (None, pair[1])
             pairs.append(pair)
@@ -482,11 +494,3 @@ def factory(resources: DetectorResources) -> CorrectionDetector:
         options=UnderstandingOptions(**resources.learned), locator=locator, threads=resources.threads,
         runtime=resources.tagger_runtime,
     )  # fmt: skip
-
-
-def _words_within(part: str, whole: str) -> bool:
-    """Whether ``part``'s words stand, in order, among ``whole``'s whitespace-separated words (case and edge
-    punctuation ignored): "March" in "Monday 10 March", but not "11" in "11:30"."""
-    a = [w.strip(".,;:!?()\"'").casefold() for w in part.split()]
-    b = [w.strip(".,;:!?()\"'").casefold() for w in whole.split()]
-    return bool(a) and any(b[i : i + len(a)] == a for i in range(len(b) - len(a) + 1))

@@ -45,15 +45,18 @@ class Stage(Protocol):
 
 class DetectStage:
     """Detect: the corrections in the client's history (``detector.detect``; in a worker thread when the
-    detector is ``blocking``). Fills ``request.corrections`` and the transcript's ``corrections``."""
+    detector is ``blocking``, unless its optional ``screen(messages)`` says no model will run: a request whose
+    turns the correction gate stops is answered on the event loop, without a thread hop). Fills
+    ``request.corrections`` and the transcript's ``corrections``."""
 
     name = "detect"
 
     def __init__(self, detector: CorrectionDetector) -> None:
         self.detector = detector
+        self._screen = getattr(detector, "screen", None)
 
     async def run(self, request: PreparedRequest) -> None:
-        if self.detector.blocking:
+        if self.detector.blocking and (self._screen is None or self._screen(request.messages)):
             corrections = await asyncio.to_thread(self.detector.detect, request.messages)
         else:
             corrections = self.detector.detect(request.messages)

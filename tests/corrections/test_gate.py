@@ -111,3 +111,39 @@ def test_ordinary_turns_are_checked_deduplicated_and_split(tmp_path: Path) -> No
     (tmp_path / "b.jsonl").write_text(json.dumps({"text": "Make it Tuesday."}) + "\n")
     with pytest.raises(OrdinaryTurnError, match="text, domain and register"):
         ordinary_turns(root=tmp_path)
+
+
+def test_a_request_the_gate_stops_is_detected_on_the_event_loop() -> None:
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    from keproxy.corrections.detect.detectors import CompositeDetector, TemplateDetector
+    from keproxy.pipeline.stages import DetectStage
+
+    history = [
+        {"role": "user", "content": "The meeting is on Tuesday at 3pm in Room 204."},
+        {"role": "assistant", "content": "Noted: Tuesday, 3pm, Room 204."},
+    ]
+    ordinary = [*history, {"role": "user", "content": "What is the capital of Mongolia?"}]
+    correcting = [*history, {"role": "user", "content": "Actually, it's at 4pm."}]
+    learned = CorrectionUnderstanding()
+    assert learned.screen(ordinary) is False and learned.screen(correcting) is True
+    detector = CompositeDetector([learned, TemplateDetector()])
+    assert detector.blocking and detector.screen(ordinary) is False and detector.screen(correcting) is True
+
+    threads: list[str] = []
+    detect = learned.detect
+    learned.detect = lambda messages: threads.append(threading.current_thread().name) or detect(messages)  # type: ignore[method-assign]
+
+    async def run(messages: list[dict[str, str]]) -> list[object]:
+        request = SimpleNamespace(
+            messages=messages, corrections=None, transcript=SimpleNamespace(corrections=None)
+        )
+        await DetectStage(detector).run(request)  # type: ignore[arg-type]
+        return list(request.corrections)
+
+    assert asyncio.run(run(ordinary)) == []
+    [correction] = asyncio.run(run(correcting))
+    assert correction.new == "4pm"
+    assert threads[0] == "MainThread" and threads[1] != "MainThread"  # the correction went to a worker thread

@@ -303,9 +303,9 @@ def test_a_terse_correction_rewrites_the_value_mentioned_last() -> None:
 
 
 def test_an_old_hour_is_not_taken_for_part_of_the_new_time() -> None:
-    from keproxy.corrections.understand import _words_within
+    from keproxy.corrections.spans import words_within
 
-    assert _words_within("March", "Monday 10 March") and not _words_within("11", "11:30")
+    assert words_within("March", "Monday 10 March") and not words_within("11", "11:30")
 
 
 def test_a_turn_that_makes_nothing_earlier_stale_is_no_correction(

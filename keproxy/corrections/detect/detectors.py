@@ -217,6 +217,23 @@ class CompositeDetector:
                 kept.append(item)
         return [c for _, c in sorted(kept, key=lambda c: c[0])]
 
+    def screen(self, messages: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether :meth:`detect` may run a model on ``messages``: True when a blocking member has no ``screen``
+        or its ``screen`` says so (see ``CorrectionUnderstanding.screen``); never raises (True on error)."""
+        for detector in self.detectors:
+            if not detector.blocking:
+                continue
+            screen = getattr(detector, "screen", None)
+            try:
+                if screen is None or screen(messages):
+                    return True
+            except Exception:
+                logger.exception(
+                    "correction detector %r failed to screen; detect runs in a thread", detector.name
+                )
+                return True
+        return False
+
     def detect(self, messages: Sequence[Mapping[str, Any]]) -> list[Correction]:
         """Merged corrections of all detectors, see the class docstring; never raises."""
         by_turn: dict[int, list[tuple[int, Correction]]] = {}
