@@ -211,7 +211,7 @@ def gate(
     """Train the correction gate (hashed n-grams + logistic regression) on the corpus's train split and the
     ordinary turns written for it (keproxy/data/gate/).
 
-    Deterministic (~30 s on 2 cores): the defaults reproduce the shipped gate. Prints its dev-split figures: the
+    Deterministic (~10 s on 2 cores): the defaults reproduce the shipped gate. Prints its dev-split figures: the
     share of corrections it lets through to the turn tagger, and of earlier turns, look-alikes and ordinary turns
     it stops.
     """

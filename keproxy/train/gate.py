@@ -4,7 +4,7 @@ Examples: every chat's last user turn (a correction or a look-alike negative, as
 turn, the first included (the corpus's earlier turns state or ask, never correct), plus the ordinary user turns
 written for the gate (``keproxy/data/gate/``, :func:`ordinary_turns`: questions, requests, follow-ups and
 consistent additions; their own dev share held out). Model: class-balanced logistic
-regression (lbfgs, C=1) on :func:`~keproxy.corrections.gate.gate_features`: deterministic, 5-15 s on 2 cores.
+regression (lbfgs, C = :data:`C`) on :func:`~keproxy.corrections.gate.gate_features`: deterministic, ~10 s on 2 cores.
 Threshold: 5-fold out-of-fold scores on the train split, folds by chat family (a hand chat and its programmatic
 variants stay together), the ``1 - recall`` quantile of the correcting turns' scores. Dev figures (the corpus's
 dev split and the ordinary turns' dev share, never trained on): the share of corrections that pass, and of earlier
@@ -28,7 +28,16 @@ from keproxy.corrections.corpus import DEV_FRACTION, corpus_files, family, load_
 from keproxy.corrections.gate import GATE_DIR, MANIFEST_NAME, WEIGHTS_NAME, gate_features
 from keproxy.train.common import build_hash
 
-__all__ = ["ORDINARY_DIR", "OrdinaryTurnError", "check_ordinary", "gate_rows", "ordinary_turns", "train_gate"]
+__all__ = [
+    "ORDINARY_DIR",
+    "OrdinaryTurnError",
+    "check_ordinary",
+    "gate_rows",
+    "ordinary_split",
+    "ordinary_turns",
+    "train_gate",
+    "training_rows",
+]
 
 #: Ordinary user turns written for the gate (``CARD.md`` there): one JSON object per line,
 #: ``{"text": ..., "domain": ..., "register": ...}``.
