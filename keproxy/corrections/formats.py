@@ -56,9 +56,12 @@ MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augus
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTH = "(?:" + "|".join(MONTHS) + r"|(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?)"
 _WEEKDAY = "(?:" + "|".join(_WEEKDAYS) + r"|(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?)"
-#: A lower-case word that begins with a month's first three letters ("sept", "march", and loosely "marcus"): the
-#: loose month of the rules that read dates in prose (anchors, derived values, typo fixes).
-MONTH_PREFIX = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*"
+#: A lower-case month's name, in full or cut short ("sept", "march", "dec"; not "marcus" or "maybe"): the month of
+#: the rules that read dates in prose (anchors, derived values, typo fixes), used with a case-insensitive match.
+MONTH_PREFIX = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])"
+)
 #: A weekday's name as a whole word: in full in any case ("Tuesday", "tuesday"), short only capitalised ("Tue",
 #: "Thurs."; "sat" and "wed" are also verbs).
 WEEKDAY = re.compile(

@@ -156,3 +156,21 @@ def test_thousands_grouped_with_spaces_are_found_and_written_as_the_text_groups_
     at = nbsp.index("12")
     assert written_run(nbsp, at, at + 6, "13,250") == (at, at + 6, "13\u00a0250")
     assert written_run("It costs 1,800 euros.", 9, 14, "1,600") is None  # commas: the usual paths write it
+
+
+def test_a_month_is_a_month_name_not_any_word_that_starts_like_one() -> None:
+    import re
+
+    from keproxy.corrections.formats import MONTH_PREFIX
+
+    months = ["march", "mar", "sept", "september", "dec", "may", "jun", "june"]
+    others = ["marcus", "maybe", "mayor", "janet", "octopus", "augustine", "decade", "junior"]
+    assert all(re.fullmatch(MONTH_PREFIX, w) for w in months)
+    assert not any(re.fullmatch(MONTH_PREFIX, w) for w in others)
+
+
+def test_a_name_that_starts_like_a_month_can_be_a_misspelling() -> None:
+    from keproxy.corrections.spelling import _near
+
+    assert _near("Marcus", ["Markus", "Lena"]) == "Markus"  # was taken for a month ("mar...") and skipped
+    assert _near("March", ["Marcg"]) is None  # a month is another month, not a spelling
