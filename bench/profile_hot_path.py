@@ -3,7 +3,8 @@
 Starts the mock upstream and one keproxy target of ``bench/proxies.py`` (default ``keproxy``: passthrough,
 no editor on), loads it at ``--concurrency`` for ``--seconds`` with ``bench/load.py``, and meanwhile samples
 the server with ``py-spy record --gil`` (only the thread holding the GIL: Python CPU, not waiting threads;
-C code that releases the GIL, such as SQLite's, is undercounted). Each sample is put in the first group whose
+C code that releases the GIL, such as SQLite's or ONNX Runtime's, is undercounted; ``--all-threads`` samples
+every thread on a CPU instead). Each sample is put in the first group whose
 pattern matches a frame, reading from the innermost frame out; the table gives each group's share and, from
 the server's measured CPU time per request, its µs per request.
 
@@ -93,6 +94,11 @@ def main() -> None:
     parser.add_argument("--edits", type=int, default=1000, help="edits of keproxy-memory")
     parser.add_argument("--torch-threads", type=int, default=None, help="OMP_NUM_THREADS of the server")
     parser.add_argument("--out", type=Path, default=None, help="keep py-spy's raw output here")
+    parser.add_argument(
+        "--all-threads", action="store_true",
+        help="sample every thread on a CPU, not only the one holding the GIL: counts model inference that "
+        "releases the GIL (ONNX Runtime) in its caller's group",
+    )  # fmt: skip
     args = parser.parse_args()
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(py_spy).exists():
@@ -121,7 +127,8 @@ def main() -> None:
                 raw = args.out or work / "py-spy.txt"
                 subprocess.run(
                     [py_spy, "record", "--pid", str(server.proc.pid), "--duration", str(int(args.seconds)),
-                     "--rate", str(args.rate), "--gil", "--nonblocking", "--format", "raw", "--output", str(raw)],
+                     "--rate", str(args.rate), *([] if args.all_threads else ["--gil"]), "--nonblocking",
+                     "--format", "raw", "--output", str(raw)],
                     check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
                 cpu = server.cpu_seconds() - cpu0

@@ -340,9 +340,10 @@ class ModelRuntimeSettings(BaseModel):
     torch_threads: int | None = Field(
         default=1,
         ge=1,
-        description="CPU threads of the server's models (embeddings, NLI, the learned detector's taggers): "
-        "torch's, set when the first loads, and each ONNX Runtime session's; 1 keeps concurrent requests from "
-        "oversubscribing the cores. null: the runtime's default (all cores).",
+        description="CPU threads of the server's models (embeddings, NLI, the learned detector's taggers) and of "
+        "the edit index's FAISS searches: torch's, set when the first loads, each ONNX Runtime session's and "
+        "FAISS's OpenMP threads; 1 keeps concurrent requests from oversubscribing the cores. null: the runtime's "
+        "default (all cores).",
     )
     embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
         default="onnx-int8",

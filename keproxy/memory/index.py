@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from keproxy.memory.embeddings import Embedder
     from keproxy.memory.store import EditStore
 
-__all__ = ["DEFAULT_FLAT_THRESHOLD", "EditIndex", "IndexKind", "Tag"]
+__all__ = ["DEFAULT_FLAT_THRESHOLD", "EditIndex", "IndexKind", "Tag", "set_search_threads"]
 
 #: Vectors above which the index switches from exact flat search to an approximate one (IVF or HNSW).
 DEFAULT_FLAT_THRESHOLD = 50_000
@@ -468,6 +468,16 @@ class EditIndex:
         return (
             f"EditIndex(kind={self.kind!r}, edits={len(self)}, dim={self.dim}, change_seq={self.change_seq})"
         )
+
+
+def set_search_threads(threads: int) -> None:
+    """FAISS's OpenMP threads for every index of this process (process-wide, like ``torch.set_num_threads``;
+    FAISS's default is one per core). A server searching small batches for concurrent requests wants 1: with 2 on
+    a busy 2-core machine, a search waits at OpenMP's barrier for a thread the other work keeps off the cores.
+    Raises ValueError for threads < 1."""
+    if threads < 1:
+        raise ValueError("threads must be >= 1")
+    faiss.omp_set_num_threads(threads)
 
 
 def _and_tags(

@@ -17,6 +17,7 @@ from keproxy.corrections.detect import CompositeDetector, DetectorResources, bui
 from keproxy.editors.history.registry import EditorRegistry, EditorResources
 from keproxy.errors import ConfigError
 from keproxy.memory.embeddings import Embedder
+from keproxy.memory.index import set_search_threads
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.static import StaticEncoder, StaticFirstStage
 from keproxy.memory.store import EditStore, SQLiteEditStore
@@ -115,6 +116,8 @@ def build_pipeline(
     embedder = Embedder.from_name_or_path(
         settings.embedding_model, threads=settings.torch_threads, runtime=settings.embedding_runtime
     )
+    if settings.torch_threads is not None:
+        set_search_threads(settings.torch_threads)  # the edit index's FAISS searches
     nli = nli_backend(settings.nli_backend)
     judge = {"model": settings.judge_model} if settings.judge_model else {}
     detector_resources = DetectorResources(

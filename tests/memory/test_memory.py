@@ -463,3 +463,27 @@ def test_jsonl_import(tmp_path: Path) -> None:
         import_edits(path, "jsonl")
     with pytest.raises(InvalidRequestError, match="unknown format"):
         import_edits(path, "csv")  # type: ignore[arg-type]
+
+
+def test_the_server_searches_the_edit_index_with_torch_threads_openmp_threads(tmp_path: Path) -> None:
+    import asyncio
+
+    import faiss
+
+    from keproxy.memory.index import set_search_threads
+    from keproxy.pipeline.build import build_pipeline
+    from keproxy.settings import load_settings
+
+    before = faiss.omp_get_max_threads()
+    try:
+        faiss.omp_set_num_threads(2)
+        pipeline = build_pipeline(
+            load_settings(mock_response="ok", data_dir=tmp_path, detectors=["template"], torch_threads=1)
+        )
+        assert faiss.omp_get_max_threads() == 1
+        asyncio.run(pipeline.aclose())
+    finally:
+        faiss.omp_set_num_threads(before)
+
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        set_search_threads(0)
