@@ -72,8 +72,8 @@ class EditIndex:
     tombstones in an HNSW graph that triggers a rebuild from the live vectors.
 
     ``change_seq`` and ``store_id`` record which state of which store the index reflects (see
-    :meth:`keproxy.memory.store.EditStore.change_seq`); ``model`` names the vectors' space (``Embedder.vector_space``); all three are
-    saved with the index.
+    :meth:`keproxy.memory.store.EditStore.change_seq`); ``model`` names the vectors' space
+    (``Embedder.vector_space``); all three are saved with the index.
     """
 
     def __init__(
@@ -312,11 +312,9 @@ class EditIndex:
         array = self._check(vectors)
         if tags is not None:
             allowed = frozenset(tags)
-            n_allowed = sum(len(self._by_tag.get(tag, ())) for tag in allowed)
+            n_allowed = self.count(allowed)
             if self._kind == "flat" and n_allowed == len(self._eid) and not self.tombstones:
-                tags = (
-                    None  # every entry is admitted and a flat search is exact: FAISS's own search, no copies
-                )
+                pass  # every entry is admitted and a flat search is exact: FAISS's own search, no copies
             elif n_allowed <= exact_below:
                 members = [fid for tag in allowed for fid in self._by_tag.get(tag, ())]
                 return self._exact(array, k, members, accept)
