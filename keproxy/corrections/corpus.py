@@ -38,6 +38,7 @@ __all__ = [
     "check_chat",
     "corpus_files",
     "family",
+    "hashed_split",
     "iter_chats",
     "load_corpus",
     "near_duplicate_key",
@@ -206,7 +207,13 @@ def family(chat: Mapping[str, Any]) -> str:
 def split_of(chat: Mapping[str, Any]) -> str:
     """ "dev" or "train": a fixed hash of the chat's :func:`family`, so a chat and all its variations fall on
     the same side, in every build and on every machine (DEV_FRACTION of the families are dev)."""
-    digest = hashlib.sha256(f"keproxy-chats:{family(chat)}".encode()).digest()
+    return hashed_split(f"keproxy-chats:{family(chat)}")
+
+
+def hashed_split(key: str) -> str:
+    """ "dev" when the SHA-256 of ``key``, read as a fraction in [0, 1), is below DEV_FRACTION, else "train": the
+    same side for the same key in every build and on every machine."""
+    digest = hashlib.sha256(key.encode()).digest()
     return "dev" if int.from_bytes(digest[:8], "big") / 2**64 < DEV_FRACTION else "train"
 
 

@@ -13,7 +13,6 @@ turns, look-alikes and ordinary turns skipped.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from keproxy.corrections.corpus import DEV_FRACTION, corpus_files, family, load_corpus
+from keproxy.corrections.corpus import corpus_files, family, hashed_split, load_corpus
 from keproxy.corrections.gate import GATE_DIR, MANIFEST_NAME, WEIGHTS_NAME, gate_features
 from keproxy.train.common import build_hash
 
@@ -85,8 +84,7 @@ def _ordinary_key(text: str) -> str:
 
 def ordinary_split(text: str) -> str:
     """ "dev" or "train" for an ordinary turn: a fixed hash of its near-duplicate key (DEV_FRACTION dev)."""
-    digest = hashlib.sha256(f"keproxy-gate:{_ordinary_key(text)}".encode()).digest()
-    return "dev" if int.from_bytes(digest[:8], "big") / 2**64 < DEV_FRACTION else "train"
+    return hashed_split(f"keproxy-gate:{_ordinary_key(text)}")
 
 
 def ordinary_turns(split: str | None = None, root: Path = ORDINARY_DIR) -> list[str]:
