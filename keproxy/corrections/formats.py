@@ -32,6 +32,7 @@ __all__ = [
     "MONTH_PREFIX",
     "REFERENCE_YEAR",
     "WEEKDAY",
+    "WEEKDAYS",
     "calendar_date",
     "clashing_kinds",
     "date_around",
@@ -53,9 +54,9 @@ CLOCK = re.compile(
 )
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")  # fmt: skip
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTH = "(?:" + "|".join(MONTHS) + r"|(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?)"
-_WEEKDAY = "(?:" + "|".join(_WEEKDAYS) + r"|(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?)"
+_WEEKDAY = "(?:" + "|".join(WEEKDAYS) + r"|(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?)"
 #: A lower-case month's name, in full or cut short ("sept", "march", "dec"; not "marcus" or "maybe"): the month of
 #: the rules that read dates in prose (anchors, derived values, typo fixes), used with a case-insensitive match.
 MONTH_PREFIX = (
@@ -65,7 +66,7 @@ MONTH_PREFIX = (
 #: A weekday's name as a whole word: in full in any case ("Tuesday", "tuesday"), short only capitalised ("Tue",
 #: "Thurs."; "sat" and "wed" are also verbs).
 WEEKDAY = re.compile(
-    r"(?<![^\W\d_])(?:(?i:" + "|".join(_WEEKDAYS) + r")|(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun)\.?)"
+    r"(?<![^\W\d_])(?:(?i:" + "|".join(WEEKDAYS) + r")|(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun)\.?)"
     r"(?![^\W\d_])"
 )
 _MONTH_NAME = re.compile(
@@ -185,7 +186,7 @@ def _date(m: re.Match[str]) -> _Date | None:
     month = _month(m.group("m" + k)) if k != "3" else None
     wd = m.group("wd")
     weekday = (
-        next(i for i, name in enumerate(_WEEKDAYS) if name.startswith(wd.rstrip(".").casefold()[:3]))
+        next(i for i, name in enumerate(WEEKDAYS) if name.startswith(wd.rstrip(".").casefold()[:3]))
         if wd
         else None
     )
@@ -220,7 +221,7 @@ def _write_name(name: str, like: str) -> str:
     """``name`` (a month or weekday) written as long, and in the case, as ``like``."""
     core = like.rstrip(".")
     # an abbreviation is a strict beginning of its own name ("Sept", "Thurs."); "July" and "June" are names in full
-    short = any(n.startswith(core.casefold()) and len(core) < len(n) for n in (*MONTHS, *_WEEKDAYS))
+    short = any(n.startswith(core.casefold()) and len(core) < len(n) for n in (*MONTHS, *WEEKDAYS))
     # the same name keeps its own abbreviation ("Sept" stays "Sept"); another takes three letters ("Oct")
     own = name.startswith(core.casefold())
     written = name if not short else name[: len(core)] if own else name[:3]
@@ -284,9 +285,9 @@ def weekday_like(new: str, like: str) -> str | None:
     day = WEEKDAY.fullmatch(new.strip(" .,;:!?"))
     if day is None or WEEKDAY.fullmatch(like) is None:
         return None
-    name = next(n for n in _WEEKDAYS if n.startswith(day.group().rstrip(".").casefold()[:3]))
+    name = next(n for n in WEEKDAYS if n.startswith(day.group().rstrip(".").casefold()[:3]))
     core = like.rstrip(".")
-    if core.casefold() in _WEEKDAYS:
+    if core.casefold() in WEEKDAYS:
         return _like_case(name, core)
     return _like_case(name[:3], core[:3]) + ("." if like.endswith(".") else "")
 
@@ -319,7 +320,7 @@ def _date_in_span_format(span: str, new: str) -> str | None:
             return None
         between = span[s.start("wd") + len(s.group("wd")) : s.start("the" + k) if s.group("the" + k) else
                        s.start("d" + k) if k != "2" else s.start("m2")]  # fmt: skip
-        parts += [_write_name(_WEEKDAYS[weekday], s.group("wd")), between]
+        parts += [_write_name(WEEKDAYS[weekday], s.group("wd")), between]
     suffix = _ordinal(want.day) if s.group("o" + k) else ""
     day = f"{want.day}{suffix}"
     the = s.group("the" + k) or ""

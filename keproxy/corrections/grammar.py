@@ -9,8 +9,21 @@ DOG not a cat": "His cat" -> "His dog"). Pure string functions over character of
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
-__all__ = ["COUNT_WORDS", "keep_brackets", "noun_agreeing", "unshouted", "with_article"]
+from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.formats import MONTHS, WEEKDAYS
+
+__all__ = [
+    "COUNT_WORDS",
+    "capitalised",
+    "capitalised_like",
+    "keep_brackets",
+    "noun_agreeing",
+    "unshouted",
+    "with_article",
+]
 
 _CAPITALS = re.compile(r"(?<!\w)[A-Z]{2,}(?!\w)")
 
@@ -23,6 +36,88 @@ def unshouted(span: str, after: str) -> str:
     if re.search(r"[A-Z]", span) or not re.search(r"[a-z]", span):
         return after
     return _CAPITALS.sub(lambda m: m.group().lower(), after)
+
+
+_LETTERS = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
+_CALENDAR = frozenset(WEEKDAYS) | (frozenset(MONTHS) - {"may"})  # "may" is also a verb
+_FUNCTION_WORDS = frozenset((
+    "a", "an", "the", "my", "our", "your", "his", "her", "their", "its", "this", "that", "these", "those",
+    "of", "and", "or", "to", "in", "at", "on", "for", "with", "by", "from", "not", "no", "yes", "it", "is",
+    "are", "was", "were", "be",
+))  # fmt: skip
+
+
+def capitalised_like(
+    span: str, after: str, *, sentence_start: bool, said: str, history: Iterable[str]
+) -> str:
+    """``after`` (what the stale ``span`` becomes) with the capitals the text's spelling needs where the user
+    wrote the new value in lower case ("coach 90" for "Coach 67"):
+
+    - a word the span (of three words at most) writes too takes the span's spelling ("room 41" -> "Room 41");
+    - weekday and month names are capitalised ("sunday" -> "Sunday") when the span has a capital;
+    - the first letter at the start of a sentence (``sentence_start``), when the span's is a capital;
+    - a name replacing a name: when every word of ``span`` is capitalised (not in capitals), the user's turn
+      ``said`` has no capital at all (lower case is then no choice of theirs), and ``after`` is at most three
+      words, none a function word nor a word ``history`` writes in lower case ("japan" -> "south korea" gives
+      "South Korea"; "home", written so in the chat, stays "home").
+
+    Words with any capital, digits or other signs are left as written."""
+    if not re.search(r"[a-z]", after):
+        return after
+    short = len(span.split()) <= 3  # a value; a clause rewritten whole is the user's own sentence
+    spelled = {
+        w.casefold(): w for w in _LETTERS.findall(span) if w[:1].isupper() and not w.isupper() and short
+    }
+    cased = bool(re.search(r"[A-Z]", span))  # a text that writes "monday" keeps its own style
+
+    def word(m: re.Match[str]) -> str:
+        w = m.group()
+        if not w.islower():
+            return w
+        if w in spelled:
+            return spelled[w]
+        return w.capitalize() if w in _CALENDAR and cased else w
+
+    out = _LETTERS.sub(word, after)
+    span_words, new_words = _LETTERS.findall(span), _LETTERS.findall(out)
+    lower = [w for w in new_words if w.islower()]
+    if (
+        lower
+        and short
+        and span_words
+        and all(w[:1].isupper() and not w.isupper() for w in span_words)
+        and not re.search(r"[A-Z]", said)
+        and len(new_words) <= 3
+        and not any(w in _FUNCTION_WORDS for w in lower)
+    ):
+        common: set[str] = set()
+        for text in history:
+            common.update(w for w in lower if re.search(rf"\b{re.escape(w)}\b", text))
+        if not common:
+            out = _LETTERS.sub(lambda m: m.group().capitalize() if m.group().islower() else m.group(), out)
+    if sentence_start and span[:1].isupper() and out[:1].islower():
+        out = out[0].upper() + out[1:]
+    return out
+
+
+def _starts_sentence(text: str, start: int) -> bool:
+    """Whether ``text[start:]`` starts a sentence: nothing but signs before it on its line ("- ", "**", "1. "),
+    or a full stop, question or exclamation mark before it."""
+    line = text[text.rfind("\n", 0, start) + 1 : start]
+    return not re.search(r"[^\W_]", line) or line.rstrip().endswith((".", "!", "?"))
+
+
+def capitalised(texts: Sequence[str], turn: int, edits: Sequence[SpanEdit]) -> list[SpanEdit]:
+    """``edits`` (of the turns of ``texts``, for the correction said in ``texts[turn]``), each one's ``after``
+    :func:`capitalised_like` its span."""
+    history = [t for i, t in enumerate(texts) if i != turn]
+    return [
+        replace(e, after=capitalised_like(
+            e.before, e.after, sentence_start=_starts_sentence(texts[e.turn_index], e.start),
+            said=texts[turn], history=history,
+        ))
+        for e in edits
+    ]  # fmt: skip
 
 
 def _takes_an(word: str) -> bool:

@@ -22,7 +22,14 @@ import difflib
 import re
 
 from keproxy.corrections.arithmetic import NUM
-from keproxy.corrections.formats import MONTHS, grouped_like, in_written_format, measured_like, number_first
+from keproxy.corrections.formats import (
+    MONTHS,
+    WEEKDAYS,
+    grouped_like,
+    in_written_format,
+    measured_like,
+    number_first,
+)
 from keproxy.corrections.tagging import stale_core
 from keproxy.corrections.units import RANGE, money_otherwise, other_dimension, same_unit
 
@@ -39,7 +46,6 @@ __all__ = [
 
 _WORD = re.compile(r"\S+")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-_WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
 #: Words: a new value at most this long is fitted to the span (longer: a restated clause).
 SHORT = 5
 
@@ -60,7 +66,7 @@ def shape(text: str) -> str:
     words = text.casefold().split()
     if any(_NUMBER.search(w) or w.strip(".,;:!?") in _NUMBER_WORDS for w in words):
         return "number"
-    if any(w.strip(".,") in _WEEKDAYS for w in words):
+    if any(w.strip(".,") in WEEKDAYS for w in words):
         return "weekday"
     if any(w.strip(".,") in MONTHS for w in words):
         return "month"

@@ -74,7 +74,7 @@ from keproxy.corrections.derived import follow_on_edits
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.formats import clashing_kinds, written_run
 from keproxy.corrections.gate import CorrectionGate
-from keproxy.corrections.grammar import keep_brackets, noun_agreeing, unshouted, with_article
+from keproxy.corrections.grammar import capitalised, keep_brackets, noun_agreeing, unshouted, with_article
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.rewrite import aligned_run, replacement, shape, unquoted
@@ -438,7 +438,7 @@ class CorrectionUnderstanding:
         edits = named_over_tagged(texts, turns, turn, pairs, edits)  # "the villa's £2,450": not the flights'
         edits += anchored_edits(texts, turns, turn, pairs, edits)  # facts named by words, nothing tagged
         edits = within_named_clauses(texts, turn, pairs, edits)  # "pick-up ... gate 3, drop-off ... gate 3"
-        return edits + follow_on_edits(texts, turns, edits)
+        return capitalised(texts, turn, edits + follow_on_edits(texts, turns, edits))
 
     def _restated(
         self,

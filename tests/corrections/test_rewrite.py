@@ -9,7 +9,14 @@ import pytest
 
 from keproxy.corrections.assign import choose_correction, written_agreement
 from keproxy.corrections.base import Correction, SpanEdit
-from keproxy.corrections.grammar import keep_brackets, noun_agreeing, unshouted, with_article
+from keproxy.corrections.grammar import (
+    capitalised,
+    capitalised_like,
+    keep_brackets,
+    noun_agreeing,
+    unshouted,
+    with_article,
+)
 from keproxy.corrections.rewrite import aligned_run, differing_words, replacement
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
 from keproxy.editors.base import EditContext
@@ -347,6 +354,39 @@ def test_a_word_in_capitals_is_written_in_the_lower_case_of_its_span(
     span: str, after: str, expected: str
 ) -> None:
     assert unshouted(span, after) == expected
+
+
+@pytest.mark.parametrize(
+    ("span", "after", "said", "expected"),
+    [
+        ("Coach 67", "coach 90", "coach 67? no, coach 90", "Coach 90"),  # the span's own word, its spelling
+        ("Sunday", "saturday", "I topped it up on saturday", "Saturday"),  # weekday names have a capital
+        (
+            "sunday",
+            "saturday",
+            "i topped it up on saturday",
+            "saturday",
+        ),  # the text writes them in lower case
+        ("Japan", "south korea", "i said japan, meant south korea", "South Korea"),  # a name for a name
+        ("Japan", "south korea", "I said Japan, meant south korea", "south korea"),  # lower case was a choice
+        ("Paris", "home", "nah it's at home", "home"),  # the chat writes "home" in lower case
+        ("Heathrow", "the airport hotel", "no, the airport hotel", "the airport hotel"),  # not a name
+        ("temperature=0.7", "temperature=0.2", "temp 0.2", "temperature=0.2"),  # code keeps its case
+        ("£9,500", "£12k", "budget was £12k.", "£12k"),
+        ("the printer uses 80 mm **Printer** paper", "the printer uses 58 mm", "x", "the printer uses 58 mm"),
+    ],
+)
+def test_a_value_said_in_lower_case_takes_the_capitals_the_text_spells_it_with(
+    span: str, after: str, said: str, expected: str
+) -> None:
+    history = ["We'll be at home by six; the hotel is near Paris.", "Fine."]
+    assert capitalised_like(span, after, sentence_start=False, said=said, history=history) == expected
+
+
+def test_a_lower_case_value_that_starts_a_sentence_gets_its_capital_only_where_the_span_had_one() -> None:
+    texts = ["Black backpack, blue coat.\n    colour = black", "ugh the backpack is navy, not black"]
+    edits = [SpanEdit(0, 0, 5, "Black", "navy", 0), SpanEdit(0, 40, 45, "black", "navy", 0)]
+    assert [e.after for e in capitalised(texts, 1, edits)] == ["Navy", "navy"]
 
 
 def test_a_named_old_word_takes_the_whole_new_value_unless_its_other_words_are_the_texts() -> None:
