@@ -43,11 +43,12 @@ from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import distinctive, standalone
 from keproxy.corrections.dates import date_edits
 from keproxy.corrections.formats import MONTH_PREFIX
+from keproxy.corrections.grammar import COUNT_WORDS
 from keproxy.corrections.spans import find_all
 
 __all__ = ["derived_edits", "follow_on_edits"]
 
-_ROUNDS = 4  # passes over a turn's derivations, so that a changed result reaches those using it
+_ROUNDS = 6  # passes over a turn's derivations, so that a changed result reaches those using it
 
 
 _AMOUNT = re.compile(
@@ -79,6 +80,24 @@ def _amounts(text: str) -> list[Amount]:
             Amount(number, ((m.group("cur") or "").strip(), (m.group("suf") or "").casefold()), inside)
         )
     return out
+
+
+_SHARES = {w: v for w, v in COUNT_WORDS.items() if v > 1}
+_MULTIPLIERS = {**_SHARES, "twice": 2, "double": 2, "triple": 3}
+_WORD_NUMBER = re.compile(rf"(?<![\w-])(?:{'|'.join(_MULTIPLIERS)})(?![\w-])", re.IGNORECASE)
+
+
+def _word_operands(text: str) -> list[Amount]:
+    """The counts written as words, as operands of prose arithmetic: a count divides ("split three ways"), a
+    multiplier ("twice", kind "x") also multiplies. Never results: a word is not rewritten."""
+    return [
+        Amount(
+            Number(m.start(), m.end(), float(_MULTIPLIERS[m.group().casefold()]), False, 0, False),
+            _BARE if m.group().casefold() in _SHARES else _TIMES,
+            False,
+        )
+        for m in _WORD_NUMBER.finditer(text)
+    ]
 
 
 def _sentence(text: str, number: Number) -> tuple[int, int]:
@@ -278,7 +297,9 @@ class _Derivation:
         self.numbers = {**{a.number.start: a.number for a in self.amounts}, **self.in_chains}
         self.grouped = bool(re.search(r"\d,\d{3}(?!\d)", text))  # the turn writes thousands separators
         self.plain = [a for a in self.amounts if _plain(text, a)]
+        self.words = _word_operands(text)
         self.values: dict[int, float] = {}
+        self.given: set[int] = set()  # the numbers the edits change; the others are derived, and re-derived
         self.source: dict[int, int] = {}
         self.changed: dict[int, float] = {}
 
@@ -291,10 +312,11 @@ class _Derivation:
                 for n in self.numbers.values():
                     if e.start <= n.start and n.end <= e.end:
                         self.values[n.start] = float(new[0].replace(",", ""))
+                        self.given.add(n.start)
                         self.source[n.start] = e.correction
                 self._operand_copies(e, float(old[0].replace(",", "")), float(new[0].replace(",", "")))
         for _ in range(_ROUNDS):
-            before = len(self.values)
+            before = dict(self.values)
             for q in self.chains:
                 self._recompute(q)
             for total in self.totals:
@@ -303,7 +325,7 @@ class _Derivation:
                 self._divide(share)
             self._relate()
             self._convert()
-            if len(self.values) == before:
+            if self.values == before:
                 break
         out = []
         for start, value in self.changed.items():
@@ -333,10 +355,16 @@ class _Derivation:
         self.values[number.start] = value
         self.source[number.start] = correction
         self.changed[number.start] = value
-        # the same result written again later as an operand of an equation ("= 77.8", then "0.6 × 77.8")
+        # the same result written again later as an operand of an equation ("= 77.8", then "0.6 × 77.8"), or
+        # in prose when it is distinctive ("£62.15 each ... each flatmate owes you £62.15")
         written = self.text[number.start : number.end]
-        for other in self.in_chains.values():
-            later = other.start > number.start and other.start not in self.values
+        copies = [*self.in_chains.values()]
+        if distinctive(written):
+            copies += [
+                a.number for a in self.plain if self._currency(a.number.start) == self._currency(number.start)
+            ]
+        for other in copies:
+            later = other.start > number.start and other.start not in self.given
             if later and self.text[other.start : other.end] == written:
                 self.values[other.start] = value
                 self.source[other.start] = correction
@@ -359,18 +387,20 @@ class _Derivation:
                 if solved is None:
                     return
                 number, value = solved
-            if number.start not in self.values:
+            if number.start not in self.given and self.values.get(number.start) != value:
                 self._change(number, value, self.source[moved[0].start])
 
     def _add_up(self, total: Amount) -> None:
-        """A written total of listed amounts moves by what its changed amounts moved."""
-        if total.number.start in self.values:
+        """A written total of listed amounts moves by what its changed amounts moved (again when one of them
+        moves in a later pass: "VAT at 21%: €546. Total: €3,146" after the net's change)."""
+        if total.number.start in self.given:
             return
         items = _total_items(self.text, total, self.amounts, self.operands)
         moved = [n for n in items if n.start in self.values]
         if moved:
-            delta = sum(self.values[n.start] - n.value for n in moved)
-            self._change(total.number, total.number.value + delta, self.source[moved[0].start])
+            value = total.number.value + sum(self.values[n.start] - n.value for n in moved)
+            if self.values.get(total.number.start) != value:
+                self._change(total.number, value, self.source[moved[0].start])
 
     def _relate(self) -> None:
         """A number written after a changed one in its paragraph, and explained as written by one operation on
@@ -382,6 +412,7 @@ class _Derivation:
         for x in [a for a in self.plain if a.number.start in self.values]:
             start, stop = _paragraphs(self.text, x.number)
             near = [a for a in self.plain if start <= a.number.start < stop and a is not x]
+            words = [a for a in self.words if start <= a.number.start < stop]
             xo, xn = x.number.value, self.values[x.number.start]
             for y in near:
                 if y.number.start < x.number.end or y.number.start in self.values:
@@ -393,7 +424,7 @@ class _Derivation:
                     continue
                 found: set[str] = set()
                 sentence = _sentence(self.text, y.number)
-                for c in near:
+                for c in near + words:
                     if c.number.start >= y.number.start or c.number.value in (0.0, 1.0):
                         continue  # operands are written before their result
                     if not presented and c.number.start < sentence[0]:
@@ -401,7 +432,13 @@ class _Derivation:
                     co = c.number.value
                     cn = self.values.get(c.number.start, co)
                     together = sentence[0] <= min(x.number.start, c.number.start)
-                    for old, new in _explanations(x, xo, xn, c, co, cn, y, together):
+                    if c in words:  # "split three ways": an amount shared out; "twice": a multiple
+                        same = x.kind == y.kind != _BARE and x.kind[1] != "%"
+                        explained = [(xo / co, xn / co)] if same else []
+                        explained += [(xo * co, xn * co)] if same and c.kind == _TIMES else []
+                    else:
+                        explained = _explanations(x, xo, xn, c, co, cn, y, together)
+                    for old, new in explained:
                         if agrees(old, y.number):
                             written = format_like(new, y.number)
                             if written is not None:
@@ -456,7 +493,7 @@ class _Derivation:
         numbers only when written "x of y" or "x/y": "3 days ... 15 October" is no 20%), written after them (in
         "a 12% deposit on $25,000 is $3,000" the amount is the result), and of two digits at least (a "5%" agrees
         with any ratio from 4.5 to 5.5%)."""
-        if share.number.start in self.values:
+        if share.number.start in self.given:
             return
         start, stop = _sentence(self.text, share.number)
         near = [a for a in self.amounts if a.kind[1] != "%" and start <= a.number.start < stop]
@@ -474,5 +511,5 @@ class _Derivation:
         moved = [n for n in (x, y) if n.start in self.values]
         if moved:
             part, whole = (self.values.get(n.start, n.value) for n in (x, y))
-            if whole > 0:
+            if whole > 0 and self.values.get(share.number.start) != 100 * part / whole:
                 self._change(share.number, 100 * part / whole, self.source[moved[0].start])

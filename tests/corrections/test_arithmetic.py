@@ -189,6 +189,28 @@ def test_a_year_a_time_and_a_date_are_no_operands() -> None:
     assert [(e.before, e.after) for e in out] == [("80", "90")]
 
 
+def test_a_total_follows_an_item_that_a_later_pass_derives() -> None:
+    # the VAT follows the net only after the total was first summed: the total is summed again
+    text = "Net: 40 × €65 = €2,600. VAT at 21%: €546. Total to invoice: €3,146."
+    assert corrected(text, edit(text, "65", "70")) == (
+        "Net: 40 × €70 = €2,800. VAT at 21%: €588. Total to invoice: €3,388."
+    )
+
+
+def test_a_count_written_as_a_word_is_an_operand_and_a_distinctive_result_changes_where_repeated() -> None:
+    text = (
+        "Split three ways, £186.45 comes to £62.15 each. Since you paid the whole bill, each flatmate owes "
+        "you £62.15, so you should get £124.30 back in total."
+    )
+    assert corrected(text, edit(text, "186.45", "201.60")) == (
+        "Split three ways, £201.60 comes to £67.20 each. Since you paid the whole bill, each flatmate owes "
+        "you £67.20, so you should get £134.40 back in total."
+    )
+    # a count word shares an amount out, it does not multiply one: £60 is not two taxis
+    text = "Two of us went; the taxi was £30 and dinner cost £60 in all."
+    assert derived_edits([text], [edit(text, "30", "35")]) == []
+
+
 def test_a_total_itemised_in_brackets_after_it_follows_its_items() -> None:
     text = "Your trip total is €930 (hotel €420 + flights €310 + food €200)."
     assert corrected(text, edit(text, "310", "350")) == (
