@@ -40,7 +40,7 @@ def unshouted(span: str, after: str) -> str:
 
 _LETTERS = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 _CALENDAR = frozenset(WEEKDAYS) | (frozenset(MONTHS) - {"may"})  # "may" is also a verb
-_FUNCTION_WORDS = frozenset((
+FUNCTION_WORDS = frozenset((
     "a", "an", "the", "my", "our", "your", "his", "her", "their", "its", "this", "that", "these", "those",
     "of", "and", "or", "to", "in", "at", "on", "for", "with", "by", "from", "not", "no", "yes", "it", "is",
     "are", "was", "were", "be",
@@ -88,7 +88,7 @@ def capitalised_like(
         and all(w[:1].isupper() and not w.isupper() for w in span_words)
         and not re.search(r"[A-Z]", said)
         and len(new_words) <= 3
-        and not any(w in _FUNCTION_WORDS for w in lower)
+        and not any(w in FUNCTION_WORDS for w in lower)
     ):
         common: set[str] = set()
         for text in history:

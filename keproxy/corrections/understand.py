@@ -50,6 +50,7 @@ from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.consolidate import (
     Found,
     current,
+    labelled_copies,
     named_anywhere,
     one_fact,
     propagate,
@@ -219,6 +220,7 @@ class CorrectionUnderstanding:
             if template is None:  # values the tagger did not extract, named like earlier ones ("avg HR 152")
                 earlier = [i for i in range(turn) if messages[i].get("role") in ("user", "assistant")]
                 extra, more = unextracted(texts, earlier, turn, pairs, spans)
+                more += labelled_copies(texts, earlier, [*spans, *more])
                 pairs, spans = [*pairs, *extra], [*spans, *more]
             settled = template or spans or not self.options.stale_evidence
             if not (settled or self._flags(messages, turn, {c.turn_index for c in out})):
@@ -437,6 +439,7 @@ class CorrectionUnderstanding:
         edits += number_word_copies(texts, turns, edits)
         edits = named_over_tagged(texts, turns, turn, pairs, edits)  # "the villa's £2,450": not the flights'
         edits += anchored_edits(texts, turns, turn, pairs, edits)  # facts named by words, nothing tagged
+        edits += labelled_copies(texts, turns, edits)  # "avg HR 148", then "Avg HR: 148 bpm"
         edits = within_named_clauses(texts, turn, pairs, edits)  # "pick-up ... gate 3, drop-off ... gate 3"
         return capitalised(texts, turn, edits + follow_on_edits(texts, turns, edits))
 

@@ -11,6 +11,8 @@ from keproxy.corrections.consolidate import (
     copies,
     current,
     distinctive,
+    label_before,
+    labelled_copies,
     one_fact,
     propagate,
     restated,
@@ -409,3 +411,25 @@ def test_a_span_of_words_holding_one_number_narrows_to_it_for_a_bare_new_number(
     )
     text = "Boil 2 eggs for 7 minutes."
     assert narrow(text, 5, 25, "3") == (5, 25)
+
+
+def test_a_common_value_written_again_under_the_same_label_is_the_same_fact() -> None:
+    said = "log my bike ride: 42 km, avg HR 148, elevation 610 m"
+    summary = "Distance: 42 km\nAvg HR: 148 bpm\nMax HR: 148 bpm\nElevation: 610 m"
+    at = said.index("148")
+    out = labelled_copies([said, summary], [0, 1], [SpanEdit(0, at, at + 3, "148", "152", 1)])
+    assert [(e.turn_index, e.start, e.after) for e in out] == [
+        (
+            1,
+            summary.index("148"),
+            "152",
+        )
+    ]  # not Max HR
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("Avg HR: 148", "avg hr"), ("total cost = £95", "total cost"), ("the price is 95", ""), ("95", "")],
+)
+def test_a_label_is_the_two_words_before_a_value_on_its_line(text: str, expected: str) -> None:
+    assert label_before(text, len(text) - (3 if text.endswith("148") else 2)) == expected
