@@ -115,6 +115,13 @@ def _is_total(text: str, number: Number) -> bool:
     return bool(_TOTAL_BEFORE.search(before) or _TOTAL_AFTER.match(text, number.end))
 
 
+def _itemised(text: str, number: Number) -> bool:
+    """Whether a bracket right after ``number`` adds up items ("about £2,450 (damp £1,850 + fence £600)"): the
+    number is then a total, called one or not (:func:`_total_items` checks the sum)."""
+    m = re.match(r"[^\W\d_]*\s?\(([^()]*)\)", text[number.end :])
+    return m is not None and " + " in m.group(1)
+
+
 def _total_items(text: str, total: Amount, amounts: Sequence[Amount], operands: set[int]) -> list[Number]:
     """The amounts that a written total adds up: the longest run of the same kind's amounts written before it
     whose sum is the total as written (leaving out, if that is what makes the sum, parenthetical amounts
@@ -175,7 +182,7 @@ def _plain(text: str, amount: Amount) -> bool:
 
 _RESULT_BEFORE = re.compile(
     r"=|≈|~|\bi\.e\.|\b(?:total|sum|gives?|giving|comes? to|coming to|makes?|leaving|brings?|works? out|"
-    r"profit|net|in all|altogether|equals?|is|are|was|were|so|that's|about|roughly|around|approximately|"
+    r"profit|net|in all|altogether|equals?|is|are|was|were|so|that's|about|roughly|around|approximately|leaves?|"
     r"nearly|almost|just over|just under|earn|earns|pay|pays|cost|costs|saving|saves)\b",
     re.IGNORECASE,
 )
@@ -290,7 +297,7 @@ class _Derivation:
         self.text = text
         self.chains = [piece for q in equations(text) for piece in pieces(q)]
         self.amounts = _amounts(text)
-        self.totals = [a for a in self.amounts if _is_total(text, a.number)]
+        self.totals = [a for a in self.amounts if _is_total(text, a.number) or _itemised(text, a.number)]
         self.shares = [a for a in self.amounts if a.kind[1] == "%"]
         self.operands = {n.start for q in self.chains for n in numbers_of(q.sides[0]) if len(q.sides[0]) > 1}
         self.in_chains = {n.start: n for q in self.chains for side in q.sides for n in numbers_of(side)}

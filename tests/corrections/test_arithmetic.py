@@ -218,6 +218,19 @@ def test_a_total_itemised_in_brackets_after_it_follows_its_items() -> None:
     )
     text = "The total is €930 (paid €420 so far, €310 due)."  # the bracket does not add up to it
     assert derived_edits([text], [edit(text, "310", "350")]) == []
+    text = (
+        "Known repair costs so far: about £2,450 (damp £1,850 + fence £600)."  # no "total": the "+" says it
+    )
+    assert corrected(text, edit(text, "1,850", "2,850")) == (
+        "Known repair costs so far: about £3,450 (damp £2,850 + fence £600)."
+    )
+
+
+def test_what_an_amount_leaves_is_its_result() -> None:
+    text = "Gains of £7,100. Minus the £3,000 annual exempt amount leaves £4,100 of taxable gains."
+    assert corrected(text, edit(text, "7,100", "6,900")) == (
+        "Gains of £6,900. Minus the £3,000 annual exempt amount leaves £3,900 of taxable gains."
+    )
 
 
 def test_a_derived_result_restated_in_a_later_turn_changes_there_and_derives_again() -> None:
