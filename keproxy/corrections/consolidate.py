@@ -32,7 +32,6 @@ from typing import Any
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.bounds import MARKS, in_identifier
 from keproxy.corrections.formats import date_around, spaced_thousands
-from keproxy.corrections.grammar import FUNCTION_WORDS
 from keproxy.corrections.model import Tagged
 from keproxy.corrections.rewrite import differing_words, shape, word_changes
 from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
@@ -43,8 +42,6 @@ __all__ = [
     "copies",
     "current",
     "distinctive",
-    "label_before",
-    "labelled_copies",
     "named_anywhere",
     "one_fact",
     "propagate",
@@ -350,43 +347,6 @@ def word_before(text: str, at: int) -> str:
     digit); only the 40 characters before ``at`` are read."""
     m = re.search(r"([^\W\d_]+)[ \t]+$", text[max(0, at - 40) : at])
     return m.group(1) if m else ""
-
-
-_LABEL_WORDS = re.compile(r"([^\W\d_]+)[ \t]+([^\W\d_]+)[ \t]*[:=]?[ \t]*[£$€¥₹]?$")
-
-
-def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[SpanEdit]) -> list[SpanEdit]:
-    """Edits for the copies, in ``turns``, of each edited value written after the same label as the edited one
-    ("avg HR 148" edited, "Avg HR: 148 bpm" in the summary that restates the user's figures): the same value under
-    the same two words states the same fact, however common the value. Each copy becomes what its edit wrote;
-    none overlaps ``edits`` or another."""
-    out: list[SpanEdit] = []
-    taken = [(e.turn_index, e.start, e.end) for e in edits]
-    for e in edits:
-        label = label_before(texts[e.turn_index], e.start)
-        if not label or not re.search(r"\d", e.before):
-            continue
-        for turn in turns:
-            for at in find_all(texts[turn], e.before):
-                end = at + len(e.before)
-                if any(t == turn and s < end and at < x for t, s, x in taken):
-                    continue
-                if standalone(texts[turn], at, end, loose=False) and label_before(texts[turn], at) == label:
-                    out.append(SpanEdit(turn, at, end, e.before, e.after, e.correction))
-                    taken.append((turn, at, end))
-    return out
-
-
-def label_before(text: str, at: int) -> str:
-    """The two words written just before offset ``at`` on its line, with at most a colon or equals sign and a
-    currency sign between them and ``at``, casefolded ("avg hr" for "Avg HR: 148"); "" when none, or when one
-    is a function word ("is at 148" labels nothing)."""
-    line = text[max(text.rfind("\n", 0, at) + 1, at - 40) : at]
-    m = _LABEL_WORDS.search(line)
-    if m is None:
-        return ""
-    words = (m.group(1).casefold(), m.group(2).casefold())
-    return "" if any(w in FUNCTION_WORDS for w in words) else " ".join(words)
 
 
 _ZERO_CENTS = re.compile(r"[.,]00(?![\d.,]\d)")

@@ -40,13 +40,11 @@ from keproxy.corrections.arithmetic import (
     solve,
 )
 from keproxy.corrections.base import SpanEdit
-from keproxy.corrections.consolidate import distinctive, standalone
-from keproxy.corrections.dates import date_edits
+from keproxy.corrections.consolidate import distinctive
 from keproxy.corrections.formats import MONTH_PREFIX
 from keproxy.corrections.grammar import COUNT_WORDS
-from keproxy.corrections.spans import find_all
 
-__all__ = ["derived_edits", "follow_on_edits"]
+__all__ = ["derived_edits"]
 
 _ROUNDS = 6  # passes over a turn's derivations, so that a changed result reaches those using it
 
@@ -257,37 +255,6 @@ def derived_edits(texts: Sequence[str], edits: Sequence[SpanEdit]) -> list[SpanE
         mine = [e for e in edits if e.turn_index == turn]
         out += _Derivation(texts[turn]).edits(turn, mine)
     return sorted(out, key=lambda e: (e.turn_index, e.start))
-
-
-def follow_on_edits(texts: Sequence[str], turns: Sequence[int], edits: Sequence[SpanEdit]) -> list[SpanEdit]:
-    """What ``edits`` make stale besides themselves: the derived results (:func:`derived_edits`) and dates
-    (:func:`~keproxy.corrections.dates.date_edits`), the copies of
-    each derived result that is distinctive (three digits or more, "€2,600": a later turn restating the net) in
-    ``turns``, and the results those copies derive in their own turns ("2% of €2,600 is €52"). None overlaps
-    ``edits`` or another."""
-    derived = derived_edits(texts, edits)
-    taken = [*edits, *derived]
-
-    def free(turn: int, start: int, end: int) -> bool:  # overlaps no edit taken or copied
-        return not any(t.turn_index == turn and t.start < end and start < t.end for t in taken)
-
-    for d in date_edits(texts, edits):
-        if free(d.turn_index, d.start, d.end):
-            derived.append(d)
-            taken.append(d)
-
-    copies: list[SpanEdit] = []
-    for e in derived:
-        if not distinctive(e.before):
-            continue
-        for turn in turns:
-            for at in find_all(texts[turn], e.before):
-                end = at + len(e.before)
-                if free(turn, at, end) and standalone(texts[turn], at, end, loose=False):
-                    copies.append(SpanEdit(turn, at, end, e.before, e.after, e.correction))
-                    taken.append(copies[-1])
-    more = [d for d in derived_edits(texts, [*edits, *copies]) if free(d.turn_index, d.start, d.end)]
-    return sorted([*derived, *copies, *more], key=lambda e: (e.turn_index, e.start))
 
 
 class _Derivation:

@@ -44,13 +44,12 @@ from keproxy.corrections.anchors import (
     within_named_clauses,
 )
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
-from keproxy.corrections.bounds import narrow, whole_token
+from keproxy.corrections.bounds import narrow
 from keproxy.corrections.bundled import tag_bundled
 from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.consolidate import (
     Found,
     current,
-    labelled_copies,
     named_anywhere,
     one_fact,
     propagate,
@@ -68,17 +67,18 @@ from keproxy.corrections.counts import (
     number_word_copies,
     one_like_it,
     terse,
-    with_counted_noun,
     written_like,
 )
-from keproxy.corrections.derived import follow_on_edits
 from keproxy.corrections.detect.template_parser import parse_template
-from keproxy.corrections.formats import clashing_kinds, written_run
+from keproxy.corrections.follow_on import follow_on_edits
+from keproxy.corrections.formats import clashing_kinds
 from keproxy.corrections.gate import CorrectionGate
-from keproxy.corrections.grammar import capitalised, keep_brackets, noun_agreeing, unshouted, with_article
+from keproxy.corrections.grammar import capitalised
 from keproxy.corrections.locate import SpanLocator
+from keproxy.corrections.located import located_edit
 from keproxy.corrections.model import MODELS_DIR, Tagger
-from keproxy.corrections.rewrite import aligned_run, replacement, shape, unquoted
+from keproxy.corrections.rewrite import shape, unquoted
+from keproxy.corrections.siblings import labelled_copies, one_value_per_sentence
 from keproxy.corrections.spans import (
     find_all,
     fold,
@@ -96,7 +96,7 @@ from keproxy.corrections.spans import (
 )
 from keproxy.corrections.spelling import near_spelling
 from keproxy.corrections.tagging import candidate_sentences, context_of, snap_to_words, value_words
-from keproxy.corrections.units import measured_otherwise, over_other_unit
+from keproxy.corrections.units import measured_otherwise
 from keproxy.messages import message_text
 
 if TYPE_CHECKING:
@@ -401,35 +401,12 @@ class CorrectionUnderstanding:
         found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):
             old, new = pairs[f.correction]
-            start, end = whole_token(texts[f.turn], *narrow(texts[f.turn], f.start, f.end, new), new)
-            end = over_other_unit(
-                texts[f.turn], start, with_counted_noun(texts[f.turn], start, end, new), new
+            edit = located_edit(texts[f.turn], f.turn, f.start, f.end, old, new, f.correction)
+            clash = edit is not None and any(
+                e.turn_index == f.turn and e.start < edit.end and edit.start < e.end for e in edits
             )
-            # a time, date or grouped number in the text's own format; a named old value of several words says
-            # itself which words differ (replacement's stale core)
-            run = written_run(texts[f.turn], start, end, unquoted(new)) or (
-                None
-                if old and len(old.split()) > 1
-                else aligned_run(texts[f.turn], start, end, unquoted(new))
-            )
-            after: str | None
-            if run is not None:
-                start, end, after = run
-            else:
-                after = replacement(texts[f.turn], start, end, new, old)
-            if after is not None:
-                after = keep_brackets(texts[f.turn][start:end], after)
-                start, after = with_article(texts[f.turn], start, after)  # "an 8-year-old" -> "a 9-year-old"
-                end, after = noun_agreeing(
-                    texts[f.turn], end, texts[f.turn][start:end], after
-                )  # "1 vegan guest"
-                after = unshouted(
-                    texts[f.turn][start:end], after
-                )  # "a DOG not a cat": "His cat" -> "His dog"
-            span = texts[f.turn][start:end]
-            taken = any(e.turn_index == f.turn and e.start < end and start < e.end for e in edits)
-            if after is not None and not taken and not clashing_kinds(span, after):  # not "12pm" -> "3D"
-                edits.append(SpanEdit(f.turn, start, end, span, after, f.correction))
+            if edit is not None and not clash:
+                edits.append(edit)
         for k, (old, new) in enumerate(pairs):
             if len(new.split()) >= 5 and not realised(texts, edits, k, new):
                 edits = [
@@ -439,6 +416,7 @@ class CorrectionUnderstanding:
         edits += number_word_copies(texts, turns, edits)
         edits = named_over_tagged(texts, turns, turn, pairs, edits)  # "the villa's £2,450": not the flights'
         edits += anchored_edits(texts, turns, turn, pairs, edits)  # facts named by words, nothing tagged
+        edits = one_value_per_sentence(texts, edits)  # "6a, 6a+, 6b" under "the last one was a 6b+"
         edits += labelled_copies(texts, turns, edits)  # "avg HR 148", then "Avg HR: 148 bpm"
         edits = within_named_clauses(texts, turn, pairs, edits)  # "pick-up ... gate 3, drop-off ... gate 3"
         return capitalised(texts, turn, edits + follow_on_edits(texts, turns, edits))

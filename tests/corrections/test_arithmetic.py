@@ -6,7 +6,8 @@ import pytest
 
 from keproxy.corrections.arithmetic import equations
 from keproxy.corrections.base import SpanEdit, apply_spans
-from keproxy.corrections.derived import derived_edits, follow_on_edits
+from keproxy.corrections.derived import derived_edits
+from keproxy.corrections.follow_on import follow_on_edits
 
 
 def edit(text: str, before: str, after: str, nth: int = 0) -> SpanEdit:

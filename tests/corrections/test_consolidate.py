@@ -11,8 +11,6 @@ from keproxy.corrections.consolidate import (
     copies,
     current,
     distinctive,
-    label_before,
-    labelled_copies,
     one_fact,
     propagate,
     restated,
@@ -25,6 +23,7 @@ from keproxy.corrections.consolidate import (
 )
 from keproxy.corrections.counts import counted, labelled, with_counted_noun
 from keproxy.corrections.rewrite import replacement, word_changes
+from keproxy.corrections.siblings import label_before, labelled_copies, one_value_per_sentence
 
 
 @pytest.mark.parametrize(
@@ -433,3 +432,17 @@ def test_a_common_value_written_again_under_the_same_label_is_the_same_fact() ->
 )
 def test_a_label_is_the_two_words_before_a_value_on_its_line(text: str, expected: str) -> None:
     assert label_before(text, len(text) - (3 if text.endswith("148") else 2)) == expected
+
+
+def test_one_new_value_is_written_over_one_value_of_a_list_the_one_most_like_it() -> None:
+    said = "Route grades: 6a, 6a+, 6b. Log it for me."
+    log = "Sent three routes: 6a, 6a+ and 6b. Solid session, the 6b was the highlight."
+    texts = [said, log]
+    edits = [
+        SpanEdit(t, texts[t].index(v, at), texts[t].index(v, at) + len(v), v, "6b+", 0)
+        for t, v, at in [(0, "6a", 0), (0, "6a+", 0), (0, "6b", 0), (1, "6a", 0), (1, "6a+", 0), (1, "6b", 0)]
+    ]
+    kept = one_value_per_sentence(texts, edits)
+    assert [(e.turn_index, e.before) for e in kept] == [(0, "6b"), (1, "6b")]
+    # one value per sentence: nothing to choose
+    assert one_value_per_sentence(texts, edits[2:3]) == edits[2:3]

@@ -1,0 +1,84 @@
+"""Values beside an edited one: the same value under the same label in another turn, and the other values of a
+list in the same sentence.
+
+After the locator's spans became edits, two checks look at the values around them. A value written again under
+the same two words ("avg HR 148" in the user's turn, "Avg HR: 148 bpm" in the summary that restates it) states
+the same fact, however common the value: :func:`labelled_copies` edits it too. One new value written over
+several different values of one sentence ("Route grades: 6a, 6a+, 6b" under "the last one was a 6b+") changes
+facts nobody corrected: :func:`one_value_per_sentence` keeps the value the correction means. Pure functions
+over character offsets.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Sequence
+
+from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.consolidate import standalone
+from keproxy.corrections.grammar import FUNCTION_WORDS
+from keproxy.corrections.spans import find_all
+
+__all__ = ["label_before", "labelled_copies", "one_value_per_sentence"]
+
+_LABEL_WORDS = re.compile(r"([^\W\d_]+)[ \t]+([^\W\d_]+)[ \t]*[:=]?[ \t]*[£$€¥₹]?$")
+
+
+def one_value_per_sentence(texts: Sequence[str], edits: Sequence[SpanEdit]) -> list[SpanEdit]:
+    """``edits`` without those that write one correction's new value over a second, different value of the same
+    sentence ("Route grades: 6a, 6a+, 6b" under "the last one was a 6b+": a list of values, one of them
+    corrected). Of the values edited to the same text in one sentence, the one the correction edits most often
+    in the chat stays, with its copies in every turn; between values edited as often, the one spelled most like
+    what it becomes (difflib ratio, "6b" for "6b+"); when no one value comes first, all stay. A value of four or
+    more characters written inside another ("prod" of "orders_prod") is that value ("6a" of "6a+" is not)."""
+    often: dict[tuple[int, str], int] = {}
+    groups: dict[tuple[int, int, int, str], set[str]] = {}
+    for e in edits:
+        text = texts[e.turn_index]
+        start = max(text.rfind("\n", 0, e.start), text.rfind(". ", 0, e.start))
+        groups.setdefault((e.correction, e.turn_index, start, e.after), set()).add(e.before.casefold())
+        often[e.correction, e.before.casefold()] = often.get((e.correction, e.before.casefold()), 0) + 1
+    dropped: set[tuple[int, str]] = set()
+    for (k, _, _, after), befores in groups.items():
+        if len(befores) < 2 or any(a != b and a in b and len(a) >= 4 for a in befores for b in befores):
+            continue
+        rank = {b: (often[k, b], difflib.SequenceMatcher(None, b, after.casefold()).ratio()) for b in befores}
+        best = max(rank.values())
+        if sum(r == best for r in rank.values()) == 1:
+            dropped |= {(k, b) for b, r in rank.items() if r < best}
+    return [e for e in edits if (e.correction, e.before.casefold()) not in dropped]
+
+
+def label_before(text: str, at: int) -> str:
+    """The two words written just before offset ``at`` on its line, with at most a colon or equals sign and a
+    currency sign between them and ``at``, casefolded ("avg hr" for "Avg HR: 148"); "" when none, or when one
+    is a function word ("is at 148" labels nothing)."""
+    line = text[max(text.rfind("\n", 0, at) + 1, at - 40) : at]
+    m = _LABEL_WORDS.search(line)
+    if m is None:
+        return ""
+    words = (m.group(1).casefold(), m.group(2).casefold())
+    return "" if any(w in FUNCTION_WORDS for w in words) else " ".join(words)
+
+
+def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[SpanEdit]) -> list[SpanEdit]:
+    """Edits for the copies, in ``turns``, of each edited value written after the same label as the edited one
+    ("avg HR 148" edited, "Avg HR: 148 bpm" in the summary that restates the user's figures): the same value under
+    the same two words states the same fact, however common the value. Each copy becomes what its edit wrote;
+    none overlaps ``edits`` or another."""
+    out: list[SpanEdit] = []
+    taken = [(e.turn_index, e.start, e.end) for e in edits]
+    for e in edits:
+        label = label_before(texts[e.turn_index], e.start)
+        if not label or not re.search(r"\d", e.before):
+            continue
+        for turn in turns:
+            for at in find_all(texts[turn], e.before):
+                end = at + len(e.before)
+                if any(t == turn and s < end and at < x for t, s, x in taken):
+                    continue
+                if standalone(texts[turn], at, end, loose=False) and label_before(texts[turn], at) == label:
+                    out.append(SpanEdit(turn, at, end, e.before, e.after, e.correction))
+                    taken.append((turn, at, end))
+    return out
