@@ -85,7 +85,7 @@ def whole_token(text: str, start: int, end: int, new: str) -> tuple[int, int]:
     return _whole_name(text, start, end, new)
 
 
-_NAME_WORD = re.compile(r"[A-Z][a-z'’-]+")
+_NAME_WORD = re.compile(r"(?:(?![a-z])[^\W\d_])(?:(?![A-Z])[^\W\d_]|['’-])+")  # "Café", "Pip's", "Zoë"
 
 
 def _whole_name(text: str, start: int, end: int, new: str) -> tuple[int, int]:
@@ -99,10 +99,10 @@ def _whole_name(text: str, start: int, end: int, new: str) -> tuple[int, int]:
         return start, end
     a, b = start, end
     while True:
-        m = re.search(r"([A-Z][a-z'’-]+) $", text[:a])
+        m = re.search(rf"({_NAME_WORD.pattern}) $", text[:a])
         if m is None or re.search(r"(?:^|[.!?:\n]\s*)$", text[: m.start()]):
             break
         a = m.start()
-    while (m := re.match(r" ([A-Z][a-z'’-]+)\b", text[b:])) is not None:
+    while (m := re.match(rf" ({_NAME_WORD.pattern})\b", text[b:])) is not None:
         b += m.end()
     return a, b

@@ -12,6 +12,7 @@ before one fact is chosen; :func:`with_counted_noun` widens a rewritten count ov
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable, Sequence
 
@@ -174,18 +175,26 @@ def terse(turn_text: str, new: str) -> bool:
 
 
 def last_mentioned(
-    texts: Sequence[str], turns: Sequence[int], candidates: Callable[[str], list[tuple[int, int]]]
+    texts: Sequence[str],
+    turns: Sequence[int],
+    candidates: Callable[[str], list[tuple[int, int]]],
+    new: str = "",
 ) -> list[Found]:
     """The spans, in the latest turn that has any, of the one value of the new value's kind it mentions
     (``candidates(text)``: (start, end) of each value of that kind), with that value's copies in the earlier
-    turns; nothing when that turn mentions several different values (it is not clear which one is meant)."""
+    turns. When that turn mentions several different numbers, the first it mentions when it is also the nearest
+    to the ``new`` number ("boils at about 68 °C ..., well below water's 100 °C" under "Actually, 78.4 °C": the
+    answer, then its context); else nothing (it is not clear which one is meant)."""
     for turn in sorted(turns, reverse=True):
         spans = candidates(texts[turn])
         if not spans:
             continue
         values = {texts[turn][a:b].casefold() for a, b in spans}
         if len(values) != 1:
-            return []
+            first = texts[turn][slice(*min(spans))].casefold()
+            if _nearest(new, values) != first:
+                return []
+            values = {first}
         value = values.pop()
         return [
             Found(t, a, b, 0, 0.5)
@@ -195,6 +204,21 @@ def last_mentioned(
             if texts[t][a:b].casefold() == value
         ]
     return []
+
+
+def _nearest(new: str, values: set[str]) -> str | None:
+    """Of ``values``, the number nearest to ``new``'s by ratio; None when one is no positive number."""
+    number = _magnitude(new)
+    sizes = {v: size for v in values if (size := _magnitude(v)) is not None}
+    if number is None or len(sizes) < len(values):
+        return None
+    return min(sizes, key=lambda v: abs(math.log(sizes[v] / number)))
+
+
+def _magnitude(text: str) -> float | None:
+    m = re.search(r"\d[\d,]*(?:\.\d+)?", text)
+    value = float(m.group().replace(",", "")) if m else 0.0
+    return value if value > 0 else None
 
 
 def _same_word(a: str, b: str) -> bool:

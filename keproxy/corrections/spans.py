@@ -24,6 +24,7 @@ __all__ = [
     "fold",
     "grounded",
     "list_marker",
+    "named_in_full",
     "named_spans",
     "numbers",
     "occurrences",
@@ -135,6 +136,26 @@ def within_sentence(text: str, start: int, end: int) -> int:
         if m.start() > start:
             return m.start()
     return end
+
+
+_LEFT_WORD = re.compile(r"(?:^|(?<=\s))([^\W\d_][\w'’&.-]*)\s+$")
+
+
+def named_in_full(text: str, start: int, end: int) -> int:
+    """``start`` moved back over the words the tagged new value ``text[start:end]`` leaves out of its own name:
+    a weekday or month before a plain word ("monday night" for "night"), a capitalised word before a capitalised
+    value that is not the first word of its sentence ("Pip's Playbarn" for "Playbarn")."""
+    while True:
+        m = _LEFT_WORD.search(text, max(0, start - 40), start)
+        if m is None:
+            return start
+        word, value = m.group(1), text[start:end]
+        before = text[: m.start(1)].rstrip()
+        first = not before or before[-1] in '.!?:;—–-\n"“(' or before.endswith(" -")
+        calendar = shape(word) in ("weekday", "month") and shape(value) == "word"
+        if not (calendar or (word[:1].isupper() and value[:1].isupper() and not first)):
+            return start
+        start = m.start(1)
 
 
 def find_all(text: str, needle: str) -> Iterator[int]:

@@ -82,6 +82,7 @@ from keproxy.corrections.siblings import labelled_copies, one_value_per_sentence
 from keproxy.corrections.spans import (
     find_all,
     fold,
+    named_in_full,
     named_spans,
     occurrences,
     one_fact_each,
@@ -271,7 +272,7 @@ class CorrectionUnderstanding:
             if parsed:
                 return [(p.old, p.new) for p in parsed], parsed[0].template
         spans = [(a, within_sentence(text, a, b), stem) for a, b, stem in snap_to_words(text, result.spans)]
-        news = [(a, b) for a, b, stem in spans if stem == "NEW"]
+        news = [(named_in_full(text, a, b), b) for a, b, stem in spans if stem == "NEW"]  # "Pip's Playbarn"
         olds = [(a, b) for a, b, stem in spans if stem == "OLD"]
         if len(news) > 1 and history:
             # a "new" value the history already states is the old one ("I wrote 9 cups, meant 7")
@@ -386,7 +387,9 @@ class CorrectionUnderstanding:
         found = restated(current(found, texts, [new for _, new in pairs]), texts, texts[turn], pairs)
         if not found and len(pairs) == 1 and pairs[0][0] is None and terse(texts[turn], pairs[0][1]):
             # "Make it 7.": nothing flagged, the turn names nothing else: the value of its kind mentioned last
-            found = last_mentioned(texts, turns, lambda text: typed_candidates(text, pairs[0][1]))
+            found = last_mentioned(
+                texts, turns, lambda text: typed_candidates(text, pairs[0][1]), pairs[0][1]
+            )
         found = [
             f for f in found if not clashing_kinds(texts[f.turn][f.start : f.end], pairs[f.correction][1])
         ]

@@ -24,6 +24,7 @@ from keproxy.corrections.consolidate import (
 from keproxy.corrections.counts import counted, labelled, with_counted_noun
 from keproxy.corrections.rewrite import replacement, word_changes
 from keproxy.corrections.siblings import label_before, labelled_copies, one_value_per_sentence
+from keproxy.corrections.spans import named_in_full
 
 
 @pytest.mark.parametrize(
@@ -388,6 +389,12 @@ def test_a_span_of_several_numbers_narrows_to_the_one_with_the_new_values_unit()
         ("Dear Dana Cole,", "Cole", "Omar Haddad", "Dana Cole"),  # "Dear" opens the sentence: no part of it
         ("Dana Cole is here.", "Cole", "Omar", "Cole"),  # a one-word new value: the span stays
         ("Ask Dana Cole today.", "Cole", "the new lead", "Cole"),  # no name in the new value
+        (
+            "Party at the Lantern Café, 3pm.",
+            "Lantern",
+            "Pip's Playbarn",
+            "Lantern Café",
+        ),  # accents, apostrophes
     ],
 )
 def test_a_word_of_a_name_widens_to_the_name_for_a_new_name(
@@ -446,3 +453,19 @@ def test_one_new_value_is_written_over_one_value_of_a_list_the_one_most_like_it(
     assert [(e.turn_index, e.before) for e in kept] == [(0, "6b"), (1, "6b")]
     # one value per sentence: nothing to choose
     assert one_value_per_sentence(texts, edits[2:3]) == edits[2:3]
+
+
+@pytest.mark.parametrize(
+    ("text", "tagged", "expected"),
+    [
+        ("they go out on monday night now", "night", "monday night"),  # a weekday names the night
+        ("It's at Pip's Playbarn now.", "Playbarn", "Pip's Playbarn"),  # the name's first word
+        ("Playbarn it is.", "Playbarn", "Playbarn"),
+        ("Thanks. Marta Playbarn", "Playbarn", "Playbarn"),  # a sentence's first word may be any word
+        ("Sorry. Playbarn", "Playbarn", "Playbarn"),
+        ("it's at the green room", "room", "room"),  # a plain word before a plain word
+    ],
+)
+def test_a_tagged_new_value_takes_in_the_words_of_its_name(text: str, tagged: str, expected: str) -> None:
+    at = text.index(tagged)
+    assert text[named_in_full(text, at, at + len(tagged)) : at + len(tagged)] == expected

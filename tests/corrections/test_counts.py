@@ -29,6 +29,16 @@ def test_a_last_turn_with_two_values_of_the_kind_is_not_guessed() -> None:
     assert last_mentioned(texts, [0, 1], lambda text: typed_candidates(text, "5")) == []
 
 
+def test_an_answer_with_two_numbers_of_the_kind_is_corrected_in_its_first_when_that_is_the_nearest() -> None:
+    answer = "Ethanol boils at about 68 °C at 1 atm, well below water's 100 °C."
+    texts = ["Boiling point of ethanol?", answer, "Actually, 78.4 °C."]
+    found = last_mentioned(texts, [0, 1], lambda text: typed_candidates(text, "78.4 °C"), "78.4 °C")
+    assert [(f.turn, texts[f.turn][f.start : f.end]) for f in found] == [(1, "68")]
+    # the first is not the nearest: which one is meant is not clear
+    texts[2] = "Actually, 98 °C."
+    assert last_mentioned(texts, [0, 1], lambda text: typed_candidates(text, "98 °C"), "98 °C") == []
+
+
 def test_a_new_value_naming_its_kind_finds_the_run_written_like_it() -> None:
     texts = [
         "We're in coach C, seats 41 and 42. The buffet is in coach F.",
