@@ -63,22 +63,46 @@ def label_before(text: str, at: int) -> str:
 
 
 def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[SpanEdit]) -> list[SpanEdit]:
-    """Edits for the copies, in ``turns``, of each edited value written after the same label as the edited one
-    ("avg HR 148" edited, "Avg HR: 148 bpm" in the summary that restates the user's figures): the same value under
-    the same two words states the same fact, however common the value. Each copy becomes what its edit wrote;
-    none overlaps ``edits`` or another."""
+    """Edits for the copies, in ``turns``, of each edited number that restate the edited one: written after the
+    same label ("avg HR 148" edited, "Avg HR: 148 bpm" in the summary that restates the user's figures), or
+    beside the same number, before or after it ("scores 72, 85, 90, 64, 78", then "(72 + 85 + 90 + 64 + 78) /
+    5": the user's list worked through) unless under another label. The same value among the same neighbours
+    states the same fact, however common the value. Each copy becomes what its edit wrote; none overlaps ``edits`` or another."""
     out: list[SpanEdit] = []
     taken = [(e.turn_index, e.start, e.end) for e in edits]
     for e in edits:
-        label = label_before(texts[e.turn_index], e.start)
-        if not label or not re.search(r"\d", e.before):
+        if not re.search(r"\d", e.before):
             continue
+        label = label_before(texts[e.turn_index], e.start)
+        beside = _neighbours(texts[e.turn_index], e.start, e.end)
         for turn in turns:
             for at in find_all(texts[turn], e.before):
                 end = at + len(e.before)
                 if any(t == turn and s < end and at < x for t, s, x in taken):
                     continue
-                if standalone(texts[turn], at, end, loose=False) and label_before(texts[turn], at) == label:
+                if not standalone(texts[turn], at, end, loose=False):
+                    continue
+                named = label_before(texts[turn], at)
+                around = _neighbours(texts[turn], at, end)
+                same = any(x is not None and x == y for x, y in zip(beside, around, strict=True))
+                if (label and named == label) or (same and not (label and named and named != label)):
                     out.append(SpanEdit(turn, at, end, e.before, e.after, e.correction))
                     taken.append((turn, at, end))
     return out
+
+
+_NEAR = 24  # characters between a number and its neighbour
+_NUMBER = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?![\w]|[.,]\d)")
+
+
+def _neighbours(text: str, start: int, end: int) -> tuple[str | None, str | None]:
+    """The numbers of two or more digits written just before and just after ``text[start:end]`` (at most
+    :data:`_NEAR` characters away, none between), as written; None where there is none."""
+    before = list(_NUMBER.finditer(text, max(0, start - _NEAR), start))
+    after = _NUMBER.search(text, end, end + _NEAR)
+    left = before[-1].group() if before else None
+    right = after.group() if after else None
+    return (
+        left if left and sum(c.isdigit() for c in left) >= 2 else None,
+        right if right and sum(c.isdigit() for c in right) >= 2 else None,
+    )

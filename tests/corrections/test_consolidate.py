@@ -433,6 +433,14 @@ def test_a_common_value_written_again_under_the_same_label_is_the_same_fact() ->
     ]  # not Max HR
 
 
+def test_a_common_value_written_again_between_the_same_numbers_is_the_same_fact() -> None:
+    said = "Grade calc: scores 72, 85, 90, 64, 78. Homework average 88."
+    worked = "Test average: (72 + 85 + 90 + 64 + 78) / 5 = 389 / 5 = 77.8. The final exam lasts 64 minutes."
+    at = said.index("64")
+    out = labelled_copies([said, worked], [0, 1], [SpanEdit(0, at, at + 2, "64", "74", 0)])
+    assert [(e.turn_index, e.start) for e in out] == [(1, worked.index("64"))]  # not the exam's 64
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("Avg HR: 148", "avg hr"), ("total cost = £95", "total cost"), ("the price is 95", ""), ("95", "")],
