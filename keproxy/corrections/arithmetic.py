@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "NUM", "Equation", "Number", "agrees", "equations", "evaluate", "format_like", "numbers_of", "parse_number",
-    "pieces", "solve",
+    "pieces", "solve", "termwise",
 ]  # fmt: skip
 
 NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
@@ -176,8 +176,8 @@ def _consistent(equation: Equation) -> bool:
             return False
         numbers = numbers_of(side)
         if len(side) == 1 and isinstance(side[0], Number):
-            if not agrees(first, numbers[0]):
-                return False
+            if not agrees(100 * first if numbers[0].percent else first, numbers[0]):
+                return False  # "400 ÷ 500 = 80%": a ratio written as a percentage
         elif abs(value - first) > 0.5 * 10 ** (-max(n.decimals for n in numbers)) * len(numbers) + 1e-9:
             return False
     return True
@@ -201,6 +201,42 @@ def pieces(equation: Equation) -> list[Equation]:
             return [q for q in out if len(q.sides) > 1]
     if len(current) > 1 and _consistent(Equation(tuple(current))):
         out.append(Equation(tuple(current)))
+    return out
+
+
+def _terms(side: Sequence[Number | str]) -> list[tuple[str, list[Number | str]]]:
+    """The terms of ``side`` summed at the top level (outside brackets), each with its sign ("+" or "-")."""
+    out: list[tuple[str, list[Number | str]]] = [("+", [])]
+    depth = 0
+    for item in side:
+        if isinstance(item, str) and item in "+-" and depth == 0 and out[-1][1]:
+            out.append((item, []))
+            continue
+        if item == "(":
+            depth += 1
+        elif item == ")":
+            depth -= 1
+        out[-1][1].append(item)
+    return out
+
+
+def termwise(
+    first: Sequence[Number | str], side: Sequence[Number | str], values: dict[int, float]
+) -> list[tuple[Number, float]] | None:
+    """For a later ``side`` that writes each term of the ``first`` side as one number, in order and with the same
+    signs ("0.6 × 77.8 + 0.4 × 88 = 46.68 + 35.2"), each of those numbers with its term's value under ``values``;
+    None when the sides are not written so."""
+    a, b = _terms(first), _terms(side)
+    if len(a) < 2 or len(a) != len(b):
+        return None
+    out = []
+    for (sign_a, term_a), (sign_b, term_b) in zip(a, b, strict=True):
+        if sign_a != sign_b or len(term_b) != 1 or not isinstance(term_b[0], Number):
+            return None
+        value = evaluate(term_a, values)
+        if value is None or not agrees(evaluate(term_a, {}) or 0.0, term_b[0]):
+            return None
+        out.append((term_b[0], value))
     return out
 
 

@@ -38,6 +38,7 @@ from keproxy.corrections.arithmetic import (
     parse_number,
     pieces,
     solve,
+    termwise,
 )
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import distinctive
@@ -352,8 +353,14 @@ class _Derivation:
             return
         for side in q.sides[1:]:
             numbers = numbers_of(side)
+            terms = termwise(q.sides[0], side, self.values)
+            if terms is not None:  # "0.6 × 77.8 + 0.4 × 88 = 46.68 + 35.2": each term its own result
+                for number, value in terms:
+                    if number.start not in self.given and self.values.get(number.start) != value:
+                        self._change(number, value, self.source[moved[0].start])
+                continue
             if len(side) == 1 and isinstance(side[0], Number):
-                number, value = numbers[0], target
+                number, value = numbers[0], 100 * target if numbers[0].percent else target
             else:
                 if all(n.start in self.values for n in numbers):
                     continue

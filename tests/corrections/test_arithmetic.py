@@ -227,6 +227,14 @@ def test_a_total_itemised_in_brackets_after_it_follows_its_items() -> None:
     )
 
 
+def test_a_ratio_written_as_a_percentage_and_a_sum_written_term_by_term_are_recomputed() -> None:
+    text = "Hydration = 400 ÷ 500 = 80%."
+    assert corrected(text, edit(text, "400", "450")) == "Hydration = 450 ÷ 500 = 90%."
+    # each term of the first side written as one number: the term the change is in moves, not the first number
+    text = "Final: 0.6 × 77.8 + 0.4 × 88 = 46.68 + 35.2 = 81.88"
+    assert corrected(text, edit(text, "88", "91")) == "Final: 0.6 × 77.8 + 0.4 × 91 = 46.68 + 36.4 = 83.08"
+
+
 def test_what_an_amount_leaves_is_its_result() -> None:
     text = "Gains of £7,100. Minus the £3,000 annual exempt amount leaves £4,100 of taxable gains."
     assert corrected(text, edit(text, "7,100", "6,900")) == (
