@@ -124,8 +124,8 @@ def _itemised(text: str, number: Number) -> bool:
 def _total_items(text: str, total: Amount, amounts: Sequence[Amount], operands: set[int]) -> list[Number]:
     """The amounts that a written total adds up: the longest run of the same kind's amounts written before it
     whose sum is the total as written (leaving out, if that is what makes the sum, parenthetical amounts
-    "(about £80/day)" and the operands of a written equation whose result is listed), else those in brackets
-    right after it when they sum to it; empty when none."""
+    "(about £80/day)" and the operands of a written equation whose result is listed), else the last cells of the
+    table rows before it, else those in brackets right after it when they sum to it; empty when none."""
     same = [a for a in amounts if a.kind == total.kind and a.number.end <= total.number.start]
     for left_out in ((), ("parenthetical",), ("operand",), ("parenthetical", "operand")):
         items = [
@@ -136,6 +136,11 @@ def _total_items(text: str, total: Amount, amounts: Sequence[Amount], operands: 
         for k in range(len(items), 1, -1):
             if agrees(sum(n.value for n in items[-k:]), total.number):
                 return items[-k:]
+    # the last cells of a table's rows ("| Hosting | 6 | €59.00 | €354.00 |"), the unit prices left out
+    rows = [a.number for a in same if _row_end(text, a.number)]
+    for k in range(len(rows), 1, -1):
+        if agrees(sum(n.value for n in rows[-k:]), total.number):
+            return rows[-k:]
     # the items listed in brackets right after it: "€930 (hotel €420 + flights €310 + food €200)"
     opened = re.match(r"[^\W\d_]*\s?\(", text[total.number.end :])
     if opened is not None:

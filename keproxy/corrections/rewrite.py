@@ -274,10 +274,11 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
                     return span[: kind[0].start()] + core_new + span[kind[0].end() :]
                 return core_new
     numbers = _NUMBER.findall(new)
-    if old and _NUMBER.fullmatch(old) and span == old and len(numbers) == 1:
-        # "£85 an hour, not 95", "36-count, not 40": the user's bare old number says the number is the value;
-        # the rest of the new value describes it, and the text keeps its own words around the span
-        new = numbers[0]
+    if old and _NUMBER.fullmatch(old) and re.sub(r"(?<=\d)[.,]00$", "", span) == old and len(numbers) == 1:
+        # "£85 an hour, not 95", "36-count, not 40": the user's bare old number says the number is the value
+        # (written with its cents or not, "€59.00"); the rest of the new value describes it, and the text keeps
+        # its own words around the span
+        new = _keep_zero_cents(span, numbers[0])
     if old and len(old.split()) == 1 and span.casefold() == old.casefold() and len(new.split()) > 1:
         # "27" named, "number 72" said: the one word of the new value that has the old value's kind
         # (several of that kind: the one written most like the old value, "fetch_user_orders" ->

@@ -235,6 +235,16 @@ def test_a_ratio_written_as_a_percentage_and_a_sum_written_term_by_term_are_reco
     assert corrected(text, edit(text, "88", "91")) == "Final: 0.6 × 77.8 + 0.4 × 91 = 46.68 + 36.4 = 83.08"
 
 
+def test_a_total_under_a_table_adds_up_the_rows_last_cells() -> None:
+    text = (
+        "| Item | Qty | Unit | Amount |\n|---|---|---|---|\n| Logo | 1 | €1,800.00 | €1,800.00 |\n"
+        "| Hosting | 6 | €59.00 | €354.00 |\n\nSubtotal: €2,154.00"
+    )
+    assert corrected(text, edit(text, "59.00", "49.00")) == text.replace("59.00", "49.00").replace(
+        "354.00", "294.00"
+    ).replace("2,154.00", "2,094.00")
+
+
 def test_what_an_amount_leaves_is_its_result() -> None:
     text = "Gains of £7,100. Minus the £3,000 annual exempt amount leaves £4,100 of taxable gains."
     assert corrected(text, edit(text, "7,100", "6,900")) == (

@@ -389,6 +389,12 @@ def test_a_lower_case_value_that_starts_a_sentence_gets_its_capital_only_where_t
     assert [e.after for e in capitalised(texts, 1, edits)] == ["Navy", "navy"]
 
 
+def test_a_bare_old_number_names_the_value_written_with_its_cents() -> None:
+    text = "| Website hosting, monthly | 6 | €59.00 | €354.00 |"
+    at = text.index("59.00")
+    assert replacement(text, at, at + 5, "49 a month", "59") == "49.00"  # the table's cell, not "49 a month"
+
+
 def test_a_named_old_word_takes_the_whole_new_value_unless_its_other_words_are_the_texts() -> None:
     sentence = "Since you're allergic to peanuts, try apple slices."
     at = sentence.index("peanuts")
