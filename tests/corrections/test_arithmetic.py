@@ -292,3 +292,11 @@ def test_the_corrected_value_written_again_as_an_operand_of_its_sentence_changes
     assert corrected(text, edit(text, "15s", "25s")) == (
         "Each upload waits for the 25s window. The queue holds 6 × 15 = 90 files."
     )
+
+
+def test_a_result_the_next_turn_computes_from_the_edited_turns_values_follows() -> None:
+    said = "Comparing two air fryers: the Kessler is 5.5 L, €89; the Brio is 4 L, €74. Which one?"
+    answer = "I'd take the Kessler. The price gap is only €15, which is small for the extra capacity."
+    at = said.index("89")
+    out = follow_on_edits([said, answer, "it's €99"], [0, 1], [SpanEdit(0, at, at + 2, "89", "99", 0)])
+    assert [(e.turn_index, e.before, e.after) for e in out] == [(1, "15", "25")]
