@@ -40,6 +40,14 @@ def test_a_correction_with_nothing_located_finds_its_value_by_its_anchor() -> No
     ]
 
 
+def test_a_bare_hour_after_by_or_until_is_a_time_the_new_time_replaces() -> None:
+    texts = ["Bedtime 8pm. We'll be back by 11.", "Noted.", "and we'll be back by 11:30"]
+    out = anchored_edits(texts, [0, 1], 2, [(None, "11:30")], [])
+    assert [(e.turn_index, e.before, e.after) for e in out] == [(0, "11", "11:30")]
+    texts = ["We'll be back by 11 people short.", "Noted.", "and we'll be back by 11:30"]
+    assert anchored_edits(texts, [0, 1], 2, [(None, "11:30")], []) == []  # a count, not an hour
+
+
 def test_a_correction_with_a_located_span_is_left_to_it() -> None:
     located = [SpanEdit(0, 38, 43, "11:00", "14:00", 0), SpanEdit(0, 71, 76, "15:00", "16:00", 1)]
     assert anchored_edits(TEXTS, [0, 1], 2, PAIRS, located) == []
