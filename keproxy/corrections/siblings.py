@@ -20,7 +20,7 @@ from keproxy.corrections.consolidate import standalone
 from keproxy.corrections.grammar import FUNCTION_WORDS
 from keproxy.corrections.spans import find_all
 
-__all__ = ["label_before", "labelled_copies", "one_value_per_sentence"]
+__all__ = ["label_before", "labelled_copies", "old_in_new_form", "one_value_per_sentence"]
 
 _LABEL_WORDS = re.compile(r"([^\W\d_]+)[ \t]+([^\W\d_]+)[ \t]*[:=]?[ \t]*[£$€¥₹]?$")
 
@@ -106,3 +106,38 @@ def _neighbours(text: str, start: int, end: int) -> tuple[str | None, str | None
         left if left and sum(c.isdigit() for c in left) >= 2 else None,
         right if right and sum(c.isdigit() for c in right) >= 2 else None,
     )
+
+
+_ONE_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def old_in_new_form(
+    texts: Sequence[str],
+    turns: Iterable[int],
+    pairs: Sequence[tuple[str | None, str]],
+    edits: Sequence[SpanEdit],
+) -> list[SpanEdit]:
+    """Edits for the old number written the way the user wrote the new one ("36-count packs, not 40": the
+    text's "40-count"), in ``turns``: for a correction whose old value is a bare number and whose new value is
+    one number with other characters joined to it, each whole-token occurrence of the new value with its number
+    replaced by the old one (ignoring case) becomes the new value; none overlaps ``edits`` or another."""
+    out: list[SpanEdit] = []
+    taken = [(e.turn_index, e.start, e.end) for e in edits]
+    for k, (old, new) in enumerate(pairs):
+        value = new.strip(" .,;:!?")
+        numbers = list(_ONE_NUMBER.finditer(value))
+        if not old or not _ONE_NUMBER.fullmatch(old.strip()) or len(numbers) != 1 or " " in value:
+            continue
+        m = numbers[0]
+        if m.group() == value:
+            continue
+        form = value[: m.start()] + old.strip() + value[m.end() :]
+        for turn in turns:
+            folded = texts[turn].casefold()
+            for at in find_all(folded, form.casefold()):
+                end = at + len(form)
+                clear = not any(t == turn and s < end and at < x for t, s, x in taken)
+                if clear and standalone(texts[turn], at, end, loose=False):
+                    out.append(SpanEdit(turn, at, end, texts[turn][at:end], value, k))
+                    taken.append((turn, at, end))
+    return out

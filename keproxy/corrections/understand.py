@@ -78,7 +78,7 @@ from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.located import located_edit
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.rewrite import shape, unquoted
-from keproxy.corrections.siblings import labelled_copies, one_value_per_sentence
+from keproxy.corrections.siblings import labelled_copies, old_in_new_form, one_value_per_sentence
 from keproxy.corrections.spans import (
     find_all,
     fold,
@@ -421,6 +421,7 @@ class CorrectionUnderstanding:
         edits += anchored_edits(texts, turns, turn, pairs, edits)  # facts named by words, nothing tagged
         edits = one_value_per_sentence(texts, edits)  # "6a, 6a+, 6b" under "the last one was a 6b+"
         edits += labelled_copies(texts, turns, edits)  # "avg HR 148", then "Avg HR: 148 bpm"
+        edits += old_in_new_form(texts, turns, pairs, edits)  # "36-count, not 40": the text's "40-count"
         edits = within_named_clauses(texts, turn, pairs, edits)  # "pick-up ... gate 3, drop-off ... gate 3"
         return capitalised(texts, turn, edits + follow_on_edits(texts, turns, edits))
 

@@ -23,7 +23,12 @@ from keproxy.corrections.consolidate import (
 )
 from keproxy.corrections.counts import counted, labelled, with_counted_noun
 from keproxy.corrections.rewrite import replacement, word_changes
-from keproxy.corrections.siblings import label_before, labelled_copies, one_value_per_sentence
+from keproxy.corrections.siblings import (
+    label_before,
+    labelled_copies,
+    old_in_new_form,
+    one_value_per_sentence,
+)
 from keproxy.corrections.spans import named_in_full
 
 
@@ -477,3 +482,14 @@ def test_one_new_value_is_written_over_one_value_of_a_list_the_one_most_like_it(
 def test_a_tagged_new_value_takes_in_the_words_of_its_name(text: str, tagged: str, expected: str) -> None:
     at = text.index(tagged)
     assert text[named_in_full(text, at, at + len(tagged)) : at + len(tagged)] == expected
+
+
+def test_the_old_number_written_the_way_the_new_value_is_written_is_the_stale_one() -> None:
+    texts = [
+        "I ordered 3 packs of 40-count nappies.",
+        "3 packs × 40 = 120 nappies.",
+        "no, they're 36-count, not 40",
+    ]
+    out = old_in_new_form(texts, [0, 1], [("40", "36-count")], [])
+    assert [(e.turn_index, e.before, e.after) for e in out] == [(0, "40-count", "36-count")]
+    assert old_in_new_form(texts, [0, 1], [("40", "36")], []) == []  # a bare number: the locator's job
