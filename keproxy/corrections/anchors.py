@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from keproxy.corrections import formats
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.formats import CLOCK, CODE, MONTH_PREFIX, WEEKDAY, in_written_format, weekday_like
 from keproxy.corrections.rewrite import replacement
@@ -69,21 +70,12 @@ _STOP = frozenset((
 ))  # fmt: skip
 
 
-#: A clock time, or a bare hour after a word that says it is one ("back by 11", "home until 12").
-_CLOCKISH = re.compile(
-    rf"{CLOCK.pattern}|(?:(?<=\bby )|(?<=\bat )|(?<=\buntil )|(?<=\btill )|(?<=\bbefore )|(?<=\bafter ))"
-    r"(?:1[0-2]|0?[1-9])(?=[\s.,;!?)]*$|[.,;!?)]*\s+(?:tomorrow|today|tonight|sharp|o'clock|and|or|then|on|at)\b"
-    r"|[.,;!?)]+\s)",
-    re.IGNORECASE,
-)
-
-
 def _kind(new: str) -> re.Pattern[str] | None:
     """A pattern matching the values of ``new``'s kind, or None when ``new`` is no time, weekday, short code
     ("3B"), date, amount, measured or plain number ("1,350": not part of a time, code, amount or measure)."""
     value = new.strip(" .,;:!?")
     if CLOCK.fullmatch(value):
-        return _CLOCKISH
+        return formats.CLOCK_OR_HOUR  # "back by 11" is a time too
     if WEEKDAY.fullmatch(value):
         return WEEKDAY
     if CODE.fullmatch(value):  # "3B", "B12": a code with its letters and digits in the same places

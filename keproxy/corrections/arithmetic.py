@@ -16,9 +16,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from keproxy.corrections.grammar import COUNT_WORDS
+
 __all__ = [
     "NUM", "Equation", "Number", "agrees", "equations", "evaluate", "format_like", "numbers_of", "parse_number",
-    "pieces", "solve", "termwise",
+    "pieces", "solve", "termwise", "word_numbers",
 ]  # fmt: skip
 
 NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
@@ -260,3 +262,18 @@ def solve(
         if check is not None and abs(check - target) <= 0.5 * 10 ** (-number.decimals) * 2 + 1e-9:
             return number, float(written.replace(",", ""))
     return None
+
+
+_SHARES = {w: v for w, v in COUNT_WORDS.items() if v > 1}
+_MULTIPLIERS = {**_SHARES, "twice": 2, "double": 2, "triple": 3}
+_WORD_NUMBER = re.compile(rf"(?<![\w-])(?:{'|'.join(_MULTIPLIERS)})(?![\w-])", re.IGNORECASE)
+
+
+def word_numbers(text: str) -> list[tuple[Number, bool]]:
+    """The counts of ``text`` written as words ("three ways", "twice"), each with whether it is a multiplier
+    ("twice", "double") rather than a count ("three")."""
+    return [
+        (Number(m.start(), m.end(), float(_MULTIPLIERS[m.group().casefold()]), False, 0, False),
+         m.group().casefold() not in _SHARES)
+        for m in _WORD_NUMBER.finditer(text)
+    ]  # fmt: skip

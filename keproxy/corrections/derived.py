@@ -39,11 +39,11 @@ from keproxy.corrections.arithmetic import (
     pieces,
     solve,
     termwise,
+    word_numbers,
 )
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import distinctive
 from keproxy.corrections.formats import MONTH_PREFIX
-from keproxy.corrections.grammar import COUNT_WORDS
 
 __all__ = ["derived_edits"]
 
@@ -79,24 +79,6 @@ def _amounts(text: str) -> list[Amount]:
             Amount(number, ((m.group("cur") or "").strip(), (m.group("suf") or "").casefold()), inside)
         )
     return out
-
-
-_SHARES = {w: v for w, v in COUNT_WORDS.items() if v > 1}
-_MULTIPLIERS = {**_SHARES, "twice": 2, "double": 2, "triple": 3}
-_WORD_NUMBER = re.compile(rf"(?<![\w-])(?:{'|'.join(_MULTIPLIERS)})(?![\w-])", re.IGNORECASE)
-
-
-def _word_operands(text: str) -> list[Amount]:
-    """The counts written as words, as operands of prose arithmetic: a count divides ("split three ways"), a
-    multiplier ("twice", kind "x") also multiplies. Never results: a word is not rewritten."""
-    return [
-        Amount(
-            Number(m.start(), m.end(), float(_MULTIPLIERS[m.group().casefold()]), False, 0, False),
-            _BARE if m.group().casefold() in _SHARES else _TIMES,
-            False,
-        )
-        for m in _WORD_NUMBER.finditer(text)
-    ]
 
 
 def _sentence(text: str, number: Number) -> tuple[int, int]:
@@ -277,7 +259,8 @@ class _Derivation:
         self.numbers = {**{a.number.start: a.number for a in self.amounts}, **self.in_chains}
         self.grouped = bool(re.search(r"\d,\d{3}(?!\d)", text))  # the turn writes thousands separators
         self.plain = [a for a in self.amounts if _plain(text, a)]
-        self.words = _word_operands(text)
+        # counts written as words divide ("split three ways"), multipliers ("twice") also multiply; never results
+        self.words = [Amount(n, _TIMES if times else _BARE, False) for n, times in word_numbers(text)]
         self.values: dict[int, float] = {}
         self.given: set[int] = set()  # the numbers the edits change; the others are derived, and re-derived
         self.source: dict[int, int] = {}

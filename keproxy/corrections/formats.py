@@ -26,6 +26,7 @@ from keproxy.corrections.units import MEASURED, same_unit
 
 __all__ = [
     "CLOCK",
+    "CLOCK_OR_HOUR",
     "CODE",
     "DATE",
     "MONTHS",
@@ -50,6 +51,13 @@ __all__ = [
 CLOCK = re.compile(
     r"(?<![\d:.,])(?P<h>\d{1,2})(?:(?P<sep>[:.])(?P<m>\d{2}))?(?P<sp>\s?)(?P<ap>[ap]\.?m\.?)(?![^\W\d_])"
     r"|(?<![\d:.,])(?P<hh>\d{1,2}):(?P<mm>\d{2})(?![\d:])",
+    re.IGNORECASE,
+)
+#: A clock time, or a bare hour after a word that says it is one ("back by 11", "home until 12").
+CLOCK_OR_HOUR = re.compile(
+    rf"{CLOCK.pattern}|(?:(?<=\bby )|(?<=\bat )|(?<=\buntil )|(?<=\btill )|(?<=\bbefore )|(?<=\bafter ))"
+    r"(?:1[0-2]|0?[1-9])(?=[\s.,;!?)]*$|[.,;!?)]*\s+(?:tomorrow|today|tonight|sharp|o'clock|and|or|then|on|at)\b"
+    r"|[.,;!?)]+\s)",
     re.IGNORECASE,
 )
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",

@@ -19,19 +19,37 @@ from keproxy.corrections.counts import with_counted_noun
 from keproxy.corrections.formats import clashing_kinds, written_run
 from keproxy.corrections.grammar import keep_brackets, noun_agreeing, unshouted, with_article
 from keproxy.corrections.rewrite import aligned_run, replacement, unquoted
+from keproxy.corrections.schedule import schedule_run, value_by_value
 from keproxy.corrections.units import over_other_unit
 
-__all__ = ["located_edit"]
+__all__ = ["located_edits"]
 
 
-def located_edit(
+def located_edits(
     text: str, turn: int, start: int, end: int, old: str | None, new: str, correction: int
-) -> SpanEdit | None:
-    """The edit of ``text[start:end]`` (a stale span located in turn ``turn``) under the correction ``old ->
-    new`` (index ``correction``), offsets into ``text``; None when no replacement differing from the span can be
-    written, or when it would write a value of another kind over the span ("12pm" -> "3D")."""
+) -> list[SpanEdit]:
+    """The edits of ``text[start:end]`` (a stale span located in turn ``turn``) under the correction ``old ->
+    new`` (index ``correction``), offsets into ``text``: one per value when the span and the new value write the
+    same values of a schedule in the same order ("Sunday 16 March, 01:00–03:00 UTC" under "Saturday 15 March,
+    02:00 to 04:00": :func:`~keproxy.corrections.rewrite.value_by_value`), else one; none when no replacement
+    differing from the span can be written, or when it would write a value of another kind over the span ("12pm"
+    -> "3D")."""
     start, end = whole_token(text, *narrow(text, start, end, new), new)
     end = over_other_unit(text, start, with_counted_noun(text, start, end, new), new)
+    # "Sunday 16" of "Sunday 16 March from 01:00 to 03:00" under "Saturday 15 March, 02:00 to 04:00"
+    a, b = schedule_run(text, start, end, unquoted(new)) or (start, end)
+    values = value_by_value(text[a:b], unquoted(new))
+    if values is not None:
+        return [
+            SpanEdit(turn, a + x, a + y, text[a + x : a + y], value, correction) for x, y, value in values
+        ]
+    edit = _located_edit(text, turn, start, end, old, new, correction)
+    return [] if edit is None else [edit]
+
+
+def _located_edit(
+    text: str, turn: int, start: int, end: int, old: str | None, new: str, correction: int
+) -> SpanEdit | None:
     # a time, date or grouped number in the text's own format; a named old value of several words says itself
     # which words differ (replacement's stale core)
     run = written_run(text, start, end, unquoted(new)) or (

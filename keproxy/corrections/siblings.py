@@ -92,7 +92,7 @@ def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[
 
 
 _NEAR = 24  # characters between a number and its neighbour
-_NUMBER = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?![\w]|[.,]\d)")
+_NUMBER = re.compile(r"(?<![\w.,:/-])\d[\d,]*(?:\.\d+)?(?![\w:/-]|[.,]\d)")  # not a time, date or code's part
 
 
 def _neighbours(text: str, start: int, end: int) -> tuple[str | None, str | None]:

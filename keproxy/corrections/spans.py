@@ -351,16 +351,21 @@ def one_fact_each(
 def realised(texts: Sequence[str], edits: Sequence[SpanEdit], k: int, new: str) -> bool:
     """Whether correction ``k``'s word-level edits leave its new value standing word for word in an edited
     turn (an edit that puts the whole new value in place of one tagged word, "Grey" -> the restated
-    sentence, does not count: that clause is for the clause locator to find)."""
-    target = fold(new)
-    whole = {e.turn_index for e in edits if e.correction == k and target in fold(e.after)}
+    sentence, does not count: that clause is for the clause locator to find). Range words ("to", "and") and
+    signs do not count: "02:00 to 04:00" stands in "02:00–04:00"."""
+    target = _unranged(fold(new))
+    whole = {e.turn_index for e in edits if e.correction == k and target in _unranged(fold(e.after))}
     for index in {e.turn_index for e in edits if e.correction == k} - whole:
         text = texts[index]
         for e in sorted((e for e in edits if e.turn_index == index), key=lambda e: -e.start):
             text = text[: e.start] + e.after + text[e.end :]
-        if target and target in fold(text):
+        if target and target in _unranged(fold(text)):
             return True
     return False
+
+
+def _unranged(folded: str) -> str:
+    return re.sub(r"(?:^| )(?:to|and|until|till)(?= |$)", "", folded)
 
 
 def words_within(part: str, whole: str) -> bool:

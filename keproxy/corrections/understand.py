@@ -75,7 +75,7 @@ from keproxy.corrections.formats import clashing_kinds
 from keproxy.corrections.gate import CorrectionGate
 from keproxy.corrections.grammar import capitalised
 from keproxy.corrections.locate import SpanLocator
-from keproxy.corrections.located import located_edit
+from keproxy.corrections.located import located_edits
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.rewrite import shape, unquoted
 from keproxy.corrections.siblings import labelled_copies, old_in_new_form, one_value_per_sentence
@@ -404,12 +404,11 @@ class CorrectionUnderstanding:
         found = propagate(texts, turns, found, sentence_score, min_score=self.options.propagate_threshold)
         for f in sorted(found, key=lambda f: (f.turn, f.start, -f.weight)):
             old, new = pairs[f.correction]
-            edit = located_edit(texts[f.turn], f.turn, f.start, f.end, old, new, f.correction)
-            clash = edit is not None and any(
-                e.turn_index == f.turn and e.start < edit.end and edit.start < e.end for e in edits
-            )
-            if edit is not None and not clash:
-                edits.append(edit)
+            mine = located_edits(texts[f.turn], f.turn, f.start, f.end, old, new, f.correction)
+            if not any(
+                e.turn_index == f.turn and e.start < m.end and m.start < e.end for e in edits for m in mine
+            ):
+                edits += mine
         for k, (old, new) in enumerate(pairs):
             if len(new.split()) >= 5 and not realised(texts, edits, k, new):
                 edits = [

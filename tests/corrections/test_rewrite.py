@@ -17,7 +17,9 @@ from keproxy.corrections.grammar import (
     unshouted,
     with_article,
 )
+from keproxy.corrections.located import located_edits
 from keproxy.corrections.rewrite import aligned_run, differing_words, replacement
+from keproxy.corrections.schedule import value_by_value
 from keproxy.corrections.tagging import stale_core, stale_examples, turn_examples
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
@@ -454,3 +456,30 @@ def test_a_count_whose_clause_names_the_counted_thing_its_own_way_changes_alone(
     # the noun right after the count is the rewrite's own business
     at = text.index("4 guests")
     assert replacement(text, at, at + 1, "5 guests") == "5"
+
+
+@pytest.mark.parametrize(
+    ("span", "new", "expected"),
+    [
+        ("Sunday 16 March, 01:00–03:00 UTC", "Saturday 15 March, 02:00 to 04:00",
+         [("Sunday", "Saturday"), ("16", "15"), ("01:00", "02:00"), ("03:00", "04:00")]),  # "–" and "UTC" stay
+        ("Thursday 27", "Friday 28th", [("Thursday", "Friday"), ("27", "28")]),  # the text writes no ordinal
+        ("2 May", "28 April", [("2", "28"), ("May", "April")]),
+        ("Tue 4 March", "Wednesday 5 March", [("Tue", "Wed"), ("4", "5")]),  # a short weekday stays short
+        ("4 adults and 2 kids", "5 adults", None),  # one value for two
+        ("between 9 and 5", "10 to 6 on weekdays", None),  # "weekdays": words the span does not write
+    ],
+)  # fmt: skip
+def test_a_schedule_is_rewritten_value_by_value(
+    span: str, new: str, expected: list[tuple[str, str]] | None
+) -> None:
+    out = value_by_value(span, new)
+    assert (None if out is None else [(span[a:b], value) for a, b, value in out]) == expected
+
+
+def test_a_tagged_part_of_a_schedule_takes_in_the_run_the_new_value_lines_up_with() -> None:
+    text = "The gateway is down on Sunday 16 March from 01:00 to 03:00 UTC. Card payments fail."
+    at = text.index("Sunday")
+    edits = located_edits(text, 0, at, at + len("Sunday 16"), None, "Saturday 15 March, 02:00 to 04:00", 0)
+    assert [(e.before, e.after) for e in edits] == [("Sunday", "Saturday"), ("16", "15"), ("01:00", "02:00"),
+                                                    ("03:00", "04:00")]  # fmt: skip
