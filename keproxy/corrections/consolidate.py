@@ -183,7 +183,15 @@ def standalone(text: str, start: int, end: int, *, loose: bool) -> bool:
     """Whether ``text[start:end]`` is a whole word: not inside a longer run of letters and digits and, unless
     ``loose``, not joined to one by ``. , : / -`` either, but for a rate's unit after a slash ("95" of "£95/hour";
     a common "12" is not the "12" of "12.5"; a distinctive "5050" is the port of "localhost:5050",
-    "DATABASE_URL" that of "process.env.DATABASE_URL")."""
+    "DATABASE_URL" that of "process.env.DATABASE_URL"). The letters after a word's apostrophe are that word's
+    ("m" of "I'm", "ll" of "we'll")."""
+    if (
+        start > 1
+        and text[start - 1] in "'’"
+        and text[start - 2].isalpha()
+        and text[start : start + 1].isalpha()
+    ):
+        return False
     if not loose:  # a rate's unit after a slash leaves the amount whole: "95" of "£95/hour"
         wide = widen_to_words(text, start, end)
         return wide == (start, end) or (

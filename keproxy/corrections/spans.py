@@ -217,7 +217,8 @@ def same_kind(old: str, new: str) -> bool:
 def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[tuple[int, int, int]]:
     """(start, end, correction index) of each whole-word occurrence (ignoring case) of a named old value in a
     sentence the stale tagger flagged (of its differing words, :func:`stale_core`, when it has three or more
-    words): when the user names what was wrong, that is the span, wherever the tagger's word tags point."""
+    words): when the user names what was wrong, that is the span, wherever the tagger's word tags point. A
+    named letter ("a size L, not M") is found in its own case only."""
     out: list[tuple[int, int, int]] = []
     folded = sentence.casefold()
     for k, (old, new) in enumerate(pairs):
@@ -230,6 +231,7 @@ def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[
             for at in find_all(folded, core)
             if widen_to_words(sentence, at, at + len(core)) == (at, at + len(core))
             and not list_marker(sentence, at, at + len(core))
+            and not (len(core) == 1 and sentence[at] != old[a:b].strip())  # "M" named: not the "m" of "I'm"
         ]
     return out
 

@@ -29,7 +29,7 @@ from keproxy.corrections.siblings import (
     old_in_new_form,
     one_value_per_sentence,
 )
-from keproxy.corrections.spans import named_in_full
+from keproxy.corrections.spans import named_in_full, named_spans
 
 
 @pytest.mark.parametrize(
@@ -493,3 +493,10 @@ def test_the_old_number_written_the_way_the_new_value_is_written_is_the_stale_on
     out = old_in_new_form(texts, [0, 1], [("40", "36-count")], [])
     assert [(e.turn_index, e.before, e.after) for e in out] == [(0, "40-count", "36-count")]
     assert old_in_new_form(texts, [0, 1], [("40", "36")], []) == []  # a bare number: the locator's job
+
+
+def test_a_named_letter_is_found_in_its_own_case_and_never_after_an_apostrophe() -> None:
+    sentence = "Hi Jordan, I'm so sorry: we're sending a size M replacement, not the m-size."
+    found = named_spans(sentence, [("M", "size L")])
+    assert [sentence[a:b] for a, b, _ in found] == ["M"]
+    assert not standalone(sentence, sentence.index("m so"), sentence.index("m so") + 1, loose=True)  # "I'm"
