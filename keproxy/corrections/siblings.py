@@ -1,12 +1,13 @@
-"""Values beside an edited one: the same value under the same label in another turn, and the other values of a
-list in the same sentence.
+"""Values beside an edited one: the same value restated in another turn, the other values of a list, and the
+old value written in the new value's form.
 
-After the locator's spans became edits, two checks look at the values around them. A value written again under
-the same two words ("avg HR 148" in the user's turn, "Avg HR: 148 bpm" in the summary that restates it) states
-the same fact, however common the value: :func:`labelled_copies` edits it too. One new value written over
-several different values of one sentence ("Route grades: 6a, 6a+, 6b" under "the last one was a 6b+") changes
-facts nobody corrected: :func:`one_value_per_sentence` keeps the value the correction means. Pure functions
-over character offsets.
+After the locator's spans became edits, three checks look at the values around them. A number written again
+under the same two words ("avg HR 148" in the user's turn, "Avg HR: 148 bpm" in the summary that restates it) or
+between the same neighbouring numbers ("72, 85, 90, 64, 78", then "(72 + 85 + 90 + 64 + 78) / 5") states the same
+fact, however common the value: :func:`labelled_copies` edits it too. One new value written over several
+different values of one sentence ("Route grades: 6a, 6a+, 6b" under "the last one was a 6b+") changes facts nobody
+corrected: :func:`one_value_per_sentence` keeps the value the correction means. "36-count packs, not 40" names the
+text's "40-count": :func:`old_in_new_form`. Pure functions over character offsets.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[
     same label ("avg HR 148" edited, "Avg HR: 148 bpm" in the summary that restates the user's figures), or
     beside the same number, before or after it ("scores 72, 85, 90, 64, 78", then "(72 + 85 + 90 + 64 + 78) /
     5": the user's list worked through) unless under another label. The same value among the same neighbours
-    states the same fact, however common the value. Each copy becomes what its edit wrote; none overlaps ``edits`` or another."""
+    states the same fact, however common the value. Each copy becomes what its edit wrote; none overlaps
+    ``edits`` or another."""
     out: list[SpanEdit] = []
     taken = [(e.turn_index, e.start, e.end) for e in edits]
     for e in edits:
