@@ -333,6 +333,12 @@ class _Derivation:
                 self.source[other.start] = correction
                 self.changed[other.start] = value
 
+    def _rederive(self, number: Number, value: float, correction: int) -> None:
+        """:meth:`_change` for a derived number: not one the edits set, and only when its value moves (a later
+        pass derives it again from operands that moved since)."""
+        if number.start not in self.given and self.values.get(number.start) != value:
+            self._change(number, value, correction)
+
     def _recompute(self, q: Equation) -> None:
         """Evaluate ``q``'s first side with the changed operands and carry the value to its other sides."""
         moved = [n for n in numbers_of(q.sides[0]) if n.start in self.values]
@@ -344,8 +350,7 @@ class _Derivation:
             terms = termwise(q.sides[0], side, self.values)
             if terms is not None:  # "0.6 × 77.8 + 0.4 × 88 = 46.68 + 35.2": each term its own result
                 for number, value in terms:
-                    if number.start not in self.given and self.values.get(number.start) != value:
-                        self._change(number, value, self.source[moved[0].start])
+                    self._rederive(number, value, self.source[moved[0].start])
                 continue
             if len(side) == 1 and isinstance(side[0], Number):
                 number, value = numbers[0], 100 * target if numbers[0].percent else target
@@ -356,8 +361,7 @@ class _Derivation:
                 if solved is None:
                     return
                 number, value = solved
-            if number.start not in self.given and self.values.get(number.start) != value:
-                self._change(number, value, self.source[moved[0].start])
+            self._rederive(number, value, self.source[moved[0].start])
 
     def _add_up(self, total: Amount) -> None:
         """A written total of listed amounts moves by what its changed amounts moved (again when one of them
@@ -368,8 +372,7 @@ class _Derivation:
         moved = [n for n in items if n.start in self.values]
         if moved:
             value = total.number.value + sum(self.values[n.start] - n.value for n in moved)
-            if self.values.get(total.number.start) != value:
-                self._change(total.number, value, self.source[moved[0].start])
+            self._rederive(total.number, value, self.source[moved[0].start])
 
     def _relate(self) -> None:
         """A number written after a changed one in its paragraph, and explained as written by one operation on
@@ -480,5 +483,5 @@ class _Derivation:
         moved = [n for n in (x, y) if n.start in self.values]
         if moved:
             part, whole = (self.values.get(n.start, n.value) for n in (x, y))
-            if whole > 0 and self.values.get(share.number.start) != 100 * part / whole:
-                self._change(share.number, 100 * part / whole, self.source[moved[0].start])
+            if whole > 0:
+                self._rederive(share.number, 100 * part / whole, self.source[moved[0].start])

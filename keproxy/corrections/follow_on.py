@@ -21,8 +21,8 @@ __all__ = ["follow_on_edits"]
 
 
 def follow_on_edits(texts: Sequence[str], turns: Sequence[int], edits: Sequence[SpanEdit]) -> list[SpanEdit]:
-    """What ``edits`` make stale besides themselves: the derived results (:func:`derived_edits`) and dates
-    (:func:`~keproxy.corrections.dates.date_edits`), the copies of
+    """What ``edits`` make stale besides themselves: the derived results (:func:`derived_edits`, in the edited
+    turns and in the turn after each), and dates (:func:`~keproxy.corrections.dates.date_edits`), the copies of
     each derived result that is distinctive (three digits or more, "€2,600": a later turn restating the net) in
     ``turns``, and the results those copies derive in their own turns ("2% of €2,600 is €52"). None overlaps
     ``edits`` or another."""
@@ -32,12 +32,7 @@ def follow_on_edits(texts: Sequence[str], turns: Sequence[int], edits: Sequence[
     def free(turn: int, start: int, end: int) -> bool:  # overlaps no edit taken or copied
         return not any(t.turn_index == turn and t.start < end and start < t.end for t in taken)
 
-    for d in _in_next_turn(texts, turns, edits):
-        if free(d.turn_index, d.start, d.end):
-            derived.append(d)
-            taken.append(d)
-
-    for d in date_edits(texts, edits):
+    for d in [*_in_next_turn(texts, turns, edits), *date_edits(texts, edits)]:
         if free(d.turn_index, d.start, d.end):
             derived.append(d)
             taken.append(d)

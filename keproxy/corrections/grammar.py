@@ -89,12 +89,9 @@ def capitalised_like(
         and not re.search(r"[A-Z]", said)
         and len(new_words) <= 3
         and not any(w in FUNCTION_WORDS for w in lower)
+        and not any(re.search(rf"\b{re.escape(w)}\b", text) for text in history for w in lower)
     ):
-        common: set[str] = set()
-        for text in history:
-            common.update(w for w in lower if re.search(rf"\b{re.escape(w)}\b", text))
-        if not common:
-            out = _LETTERS.sub(lambda m: m.group().capitalize() if m.group().islower() else m.group(), out)
+        out = _LETTERS.sub(lambda m: m.group().capitalize() if m.group().islower() else m.group(), out)
     if sentence_start and span[:1].isupper() and out[:1].islower():
         out = out[0].upper() + out[1:]
     return out

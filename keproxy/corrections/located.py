@@ -1,7 +1,8 @@
 """The edit of one located stale span: its bounds settled and its minimal, grammatical replacement.
 
-The locator hands over a span of an earlier turn that a correction makes false ("Found"). :func:`located_edit`
-turns it into a :class:`~keproxy.corrections.base.SpanEdit`: the span is widened or narrowed to the whole value
+The locator hands over a span of an earlier turn that a correction makes false ("Found"). :func:`located_edits`
+turns it into :class:`~keproxy.corrections.base.SpanEdit` s: a schedule's values one by one
+(:mod:`keproxy.corrections.schedule`), else one edit, for which the span is widened or narrowed to the whole value
 (:func:`~keproxy.corrections.bounds.narrow`, :func:`~keproxy.corrections.bounds.whole_token`, the noun a count
 counts, a unit written otherwise), the new value is written in the text's own format where it has one (a time,
 a date, a grouped number: :func:`~keproxy.corrections.formats.written_run`) or as the differing words of a
@@ -31,14 +32,15 @@ def located_edits(
     """The edits of ``text[start:end]`` (a stale span located in turn ``turn``) under the correction ``old ->
     new`` (index ``correction``), offsets into ``text``: one per value when the span and the new value write the
     same values of a schedule in the same order ("Sunday 16 March, 01:00–03:00 UTC" under "Saturday 15 March,
-    02:00 to 04:00": :func:`~keproxy.corrections.rewrite.value_by_value`), else one; none when no replacement
+    02:00 to 04:00": :func:`~keproxy.corrections.schedule.value_by_value`), else one; none when no replacement
     differing from the span can be written, or when it would write a value of another kind over the span ("12pm"
     -> "3D")."""
     start, end = whole_token(text, *narrow(text, start, end, new), new)
     end = over_other_unit(text, start, with_counted_noun(text, start, end, new), new)
     # "Sunday 16" of "Sunday 16 March from 01:00 to 03:00" under "Saturday 15 March, 02:00 to 04:00"
-    a, b = schedule_run(text, start, end, unquoted(new)) or (start, end)
-    values = value_by_value(text[a:b], unquoted(new))
+    said = unquoted(new)
+    a, b = schedule_run(text, start, end, said) or (start, end)
+    values = value_by_value(text[a:b], said)
     if values is not None:
         return [
             SpanEdit(turn, a + x, a + y, text[a + x : a + y], value, correction) for x, y, value in values

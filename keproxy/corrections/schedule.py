@@ -20,7 +20,7 @@ __all__ = ["schedule_run", "value_by_value"]
 _WHEN_VALUE = re.compile(
     rf"{WEEKDAY.pattern}|\b(?i:{'|'.join(MONTHS)})\b|(?<![\d.,])\d+(?:[:.]\d+)?(?:st|nd|rd|th)?(?![\d])"
 )
-_RANGE_WORDS = frozenset(("to", "and", "from", "until", "till", "between", "at", "on", "-", "–", "—"))
+_RANGE_WORDS = frozenset(("to", "and", "from", "until", "till", "between", "at", "on"))  # signs are no words
 
 
 def value_by_value(span: str, new: str) -> list[tuple[int, int, str]] | None:
