@@ -89,6 +89,15 @@ def training_sets(shared: Path | None = None) -> dict[str, list[str]]:
     from keproxy.train.gate import ordinary_turns
 
     sets["gate/ordinary-train"] = ordinary_turns("train")
+    from keproxy.train.editor.hand import load_hand_rows
+
+    sets["postedit/hand-train"] = [
+        text
+        for row in load_hand_rows(check=False)
+        if row.split == "train"
+        for text in (row.edit, row.query, row.response, row.target or "")
+        if text
+    ]
     root = shared if shared is not None else shared_data_dir()
     if root is not None and (root / _SHARED_TRAINING[0]).is_file():
         from keproxy.train.editor.data import case_texts, training_cases
