@@ -50,6 +50,20 @@ def test_lr_schedule_warms_up_then_decays() -> None:
     assert factors[-1] < 0.05
 
 
+def test_epoch_batches_group_lengths_and_use_every_example_once() -> None:
+    import random
+
+    from keproxy.train.editor.train import _epoch_batches
+
+    lengths = [random.Random(i).choice([100, 500]) for i in range(64)]
+    batches = _epoch_batches(lengths, 4, 16, random.Random(0))
+    assert sorted(i for b in batches for i in b) == list(range(64))
+    mixed = sum(len({lengths[i] for i in b}) > 1 for b in batches)
+    assert mixed <= 1  # one window of 64: sorted, so only the batch at the 100/500 boundary mixes
+    plain = _epoch_batches(lengths, 4, 1, random.Random(0))
+    assert sum(len({lengths[i] for i in b}) > 1 for b in plain) > mixed
+
+
 def test_span_augmenter_and_prompt() -> None:
     case = counterfact_case()
     edit = case.edit
@@ -86,7 +100,7 @@ def test_train_editor_two_steps(tmp_path: Path) -> None:
     base_dir = DEFAULT_BASE_DIR if (DEFAULT_BASE_DIR / "config.json").is_file() else tmp_path / "base"
     out = tmp_path / "post-editor"
     config = EditorTrainConfig(
-        max_examples=12, max_steps=2, batch_size=2, max_length=96, datasets=("counterfact",)
+        max_examples=12, max_steps=2, batch_size=2, max_length=96, datasets=("counterfact",), hand=False
     )
     upstream = UpstreamSpec(mock_response="I believe the answer is English.", max_tokens=16)
     manifest = train_editor(out, config, base_dir=base_dir, upstream=upstream, progress=False)

@@ -23,11 +23,14 @@ def train_editor_command(
         "artifacts/smollm2-hf"
     ),
     data: Annotated[str, typer.Option(help="Comma-separated: counterfact, zsre (training splits).")] = (
-        "counterfact,zsre"
+        "counterfact"
     ),
     max_examples: Annotated[
-        int, typer.Option(min=1, help="Training examples at most (3 queries per case).")
-    ] = 480,
+        int, typer.Option(min=1, help="Algorithm 2 examples at most (3 queries per case).")
+    ] = 1800,
+    hand: Annotated[
+        bool, typer.Option("--hand/--no-hand", help="Add the hand-written free-text examples' train split.")
+    ] = True,
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the examples.")] = 2,
     max_steps: Annotated[
         int | None, typer.Option(min=1, help="Stop after this many optimizer steps.")
@@ -70,7 +73,7 @@ def train_editor_command(
     try:
         config = EditorTrainConfig(
             seed=seed, datasets=tuple(d.strip().lower() for d in data.split(",") if d.strip()),
-            max_examples=max_examples, augmenter=augmenter, epochs=epochs, max_steps=max_steps,
+            max_examples=max_examples, hand=hand, augmenter=augmenter, epochs=epochs, max_steps=max_steps,
             batch_size=batch_size, learning_rate=learning_rate, dtype=dtype,  # type: ignore[arg-type]
         )  # fmt: skip
     except ValidationError as exc:

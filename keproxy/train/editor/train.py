@@ -35,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from keproxy.editors.postedit import RETAIN_TOKEN
 from keproxy.eval.core.progress import progress_bar
 from keproxy.train.editor.data import EditorExample, UpstreamSpec, build_editor_data, examples_digest
 
@@ -54,7 +55,7 @@ DEFAULT_ADAPTER_DIR = Path("artifacts/post-editor")
 MANIFEST_NAME = "keproxy-post-editor.json"
 _BASE_MARKER = "keproxy-gguf-source.json"
 _MANIFEST_FORMAT = "keproxy-post-editor/1"
-_CODE_FILES = ("train.py", "data.py")
+_CODE_FILES = ("train.py", "data.py", "hand.py")
 _LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -64,9 +65,12 @@ class EditorTrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seed: int = 0
-    datasets: tuple[str, ...] = ("counterfact", "zsre")
-    max_examples: int = Field(default=480, ge=1)
+    datasets: tuple[str, ...] = ("counterfact",)
+    """Algorithm 2's training splits (counterfact: CounterFact's val file; zsre: zsRE's eval records 500+)."""
+    max_examples: int = Field(default=1800, ge=1)
     """Training cases are ceil(max_examples / 3) (3 queries each); the filter keeps at most this many."""
+    hand: bool = True
+    """Add the train split of the hand-written free-text / event examples (:mod:`keproxy.train.editor.hand`)."""
     augmenter: str = "span"
     """``span`` or ``litellm:<model>`` (T^aug); see :mod:`keproxy.train.editor.data`."""
     epochs: int = Field(default=2, ge=1)
@@ -75,9 +79,12 @@ class EditorTrainConfig(BaseModel):
     batch_size: int = Field(default=8, ge=1)
     learning_rate: float = Field(default=3e-4, gt=0)
     warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
-    max_length: int = Field(default=384, ge=32)
+    max_length: int = Field(default=1024, ge=32)
     """Tokens of prompt + target; the prompt is cut from the left."""
-    max_target_tokens: int = Field(default=128, ge=4)
+    max_target_tokens: int = Field(default=384, ge=4)
+    length_window: int = Field(default=8, ge=1)
+    """Batches are formed inside windows of this many batches of shuffled examples, sorted by length (and the
+    batches then shuffled): long hand-written responses pad few short CounterFact ones. 1: plain shuffling."""
     lora_r: int = Field(default=8, ge=1)
     lora_alpha: int = Field(default=16, ge=1)
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
@@ -161,6 +168,20 @@ def _batch(encoded: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[
         "labels": torch.tensor(labels),
         "attention_mask": torch.tensor(mask),
     }
+
+
+def _epoch_batches(lengths: Sequence[int], batch_size: int, window: int, rng: random.Random) -> list[list[int]]:
+    """One epoch's batches of example indices: shuffled, grouped by length inside windows of ``window``
+    batches, the batches shuffled again (HF's ``group_by_length`` idea); every index exactly once."""
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    batches: list[list[int]] = []
+    span = batch_size * window
+    for start in range(0, len(order), span):
+        chunk = sorted(order[start : start + span], key=lambda i: lengths[i])
+        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
 
 
 def _lr_factor(step: int, total: int, warmup: int) -> float:
@@ -258,6 +279,12 @@ def train_editor(
         augmenter_mock_response=augmenter_mock_response, progress=progress,
     )  # fmt: skip
     examples = examples[: config.max_examples]
+    if config.hand:
+        from keproxy.train.editor.hand import hand_examples, load_hand_rows
+
+        hand = hand_examples(load_hand_rows())
+        counts["hand"] = len(hand)
+        examples += hand
     if not examples:
         raise ValueError(f"no training example survived the TE/SE filter ({counts})")
     base_fp = _gguf_fingerprint(smollm2_gguf_path())
@@ -297,15 +324,14 @@ def train_editor(
     model.train()
     train_start = time.monotonic()
     step = 0
+    lengths = [len(ids) for ids, _ in encoded]
     with progress_bar(progress) as bar:
         task = bar.add_task("LoRA steps", total=total)
         while step < total:
-            order = list(range(len(encoded)))
-            rng.shuffle(order)
-            for start in range(0, len(order), config.batch_size):
+            for indices in _epoch_batches(lengths, config.batch_size, config.length_window, rng):
                 if step >= total:
                     break
-                batch = _batch([encoded[i] for i in order[start : start + config.batch_size]], pad_id)
+                batch = _batch([encoded[i] for i in indices], pad_id)
                 for group in optimizer.param_groups:
                     group["lr"] = config.learning_rate * _lr_factor(step, total, warmup)
                 loss = _target_loss(model, batch)
@@ -336,7 +362,8 @@ def train_editor(
         "config_hash": digest,
         "base_model": {"dir": str(base_dir), "gguf": base_fp},
         "data": {**counts, "examples": len(examples),
-                 "by_type": {t: sum(e.query_type == t for e in examples) for t in ("simple", "rephrase", "oos")}},
+                 "by_type": {t: sum(e.query_type == t for e in examples) for t in ("simple", "rephrase", "oos")},
+                 "retain_targets": sum(e.target == RETAIN_TOKEN for e in examples)},
         "training": {"dtype": dtype, "threads": torch.get_num_threads(), "steps": step, "planned_steps": total, "first_loss": losses[0], "final_loss": float(np.mean(tail)),
                      "losses": [round(v, 4) for v in losses], "seconds": round(train_seconds, 1),
                      "trainable_parameters": sum(p.numel() for p in trainable)},
