@@ -27,16 +27,16 @@ def train_editor_command(
     ),
     max_examples: Annotated[
         int, typer.Option(min=1, help="Algorithm 2 examples at most (3 queries per case).")
-    ] = 1800,
+    ] = 1500,
     hand: Annotated[
         bool, typer.Option("--hand/--no-hand", help="Add the hand-written free-text examples' train split.")
     ] = True,
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the examples.")] = 2,
     max_steps: Annotated[
         int | None, typer.Option(min=1, help="Stop after this many optimizer steps.")
-    ] = None,
+    ] = 300,
     batch_size: Annotated[int, typer.Option(min=1, help="Examples per step.")] = 8,
-    learning_rate: Annotated[float, typer.Option(help="AdamW peak learning rate.")] = 3e-4,
+    learning_rate: Annotated[float, typer.Option(help="AdamW peak learning rate.")] = 5e-4,
     seed: Annotated[int, typer.Option(help="Seed of shuffling, LoRA init and dropout.")] = 0,
     dtype: Annotated[
         str, typer.Option(help="auto (bfloat16 on CPUs with native bf16, else float32), bfloat16 or float32.")

@@ -67,17 +67,17 @@ class EditorTrainConfig(BaseModel):
     seed: int = 0
     datasets: tuple[str, ...] = ("counterfact",)
     """Algorithm 2's training splits (counterfact: CounterFact's val file; zsre: zsRE's eval records 500+)."""
-    max_examples: int = Field(default=1800, ge=1)
+    max_examples: int = Field(default=1500, ge=1)
     """Training cases are ceil(max_examples / 3) (3 queries each); the filter keeps at most this many."""
     hand: bool = True
     """Add the train split of the hand-written free-text / event examples (:mod:`keproxy.train.editor.hand`)."""
     augmenter: str = "span"
     """``span`` or ``litellm:<model>`` (T^aug); see :mod:`keproxy.train.editor.data`."""
     epochs: int = Field(default=2, ge=1)
-    max_steps: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=300, ge=1)
     """Stop after this many optimizer steps (None: epochs × batches)."""
     batch_size: int = Field(default=8, ge=1)
-    learning_rate: float = Field(default=3e-4, gt=0)
+    learning_rate: float = Field(default=5e-4, gt=0)
     warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
     max_length: int = Field(default=1024, ge=32)
     """Tokens of prompt + target; the prompt is cut from the left."""
