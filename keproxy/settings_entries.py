@@ -180,6 +180,13 @@ class PostEditorOptions(BaseModel):
         description="Post-editor 'local', runtime 'gguf': the merged GGUF file written by "
         "`keproxy train editor-gguf`; required by that runtime.",
     )
+    minimal_edit_words: int | None = Field(
+        default=8,
+        ge=1,
+        description="Post-editor 'local': keep only the model's changes of at most this many words each and the "
+        "original response's bytes everywhere else (a dropped tail or a rewritten paragraph is ignored; nothing "
+        "small changed: retain). null: the model's output as it is.",
+    )
     n_threads: int = Field(
         default=1,
         ge=1,

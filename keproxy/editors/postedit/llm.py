@@ -29,12 +29,28 @@ __all__ = ["LLMPostEditor", "parse_output"]
 
 
 async def edit_with(
-    generate: Callable[[str], str], query: str, response: str, edit: RetrievedEdit
+    generate: Callable[[str], str],
+    query: str,
+    response: str,
+    edit: RetrievedEdit,
+    *,
+    minimal_words: int | None = None,
 ) -> PostEditResult:
     """f_edit(T^edit(e, x, y_o)) with Eq. 8, ``generate`` (a local model's blocking prompt -> text) run in a worker
-    thread: the ``post_edit`` of the local post-editors (transformers and GGUF)."""
+    thread: the ``post_edit`` of the local post-editors (transformers and GGUF). With ``minimal_words``, an
+    edited output is projected onto y_o as a minimal edit
+    (:func:`keproxy.editors.postedit.minimal.minimal_edit`; nothing small changed: retained, rule
+    "not-minimal")."""
     output = await asyncio.to_thread(generate, fill_t_edit(edit.edit, query, response))
-    return parse_output(output, response)
+    result = parse_output(output, response)
+    if minimal_words is None or result.retain or result.text is None:
+        return result
+    from keproxy.editors.postedit.minimal import minimal_edit
+
+    projected = minimal_edit(response, result.text, max_words=minimal_words)
+    if projected is None:
+        return PostEditResult.retained(raw=output, rule="not-minimal")
+    return PostEditResult.edited(projected, raw=output, rule="minimal")
 
 
 def parse_output(output: str, response: str) -> PostEditResult:

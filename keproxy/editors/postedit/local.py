@@ -45,7 +45,9 @@ class LocalPostEditor:
     dtype: weights and activations outside the quantized layers; "auto": the base's own (bfloat16 for
     ``keproxy train editor``'s base), float16 with ``quantization="8bit"``.
     device: torch device ("cpu", "cuda", ...). max_new_tokens: cap on the edited response (tokens).
-    max_input_tokens: the prompt is cut from the left to this many tokens.
+    max_input_tokens: the prompt is cut from the left to this many tokens. minimal_words: project an edited output
+    onto the response as a minimal edit of hunks up to this many words (:mod:`keproxy.editors.postedit.minimal`);
+    None: the output as generated.
     """
 
     name = "local"
@@ -60,6 +62,7 @@ class LocalPostEditor:
         device: str = "cpu",
         max_new_tokens: int = 256,
         max_input_tokens: int = 2048,
+        minimal_words: int | None = None,
     ) -> None:
         self.base_model_path = Path(base_model_path) if base_model_path else None
         self.adapter_path = Path(adapter_path) if adapter_path else None
@@ -68,6 +71,7 @@ class LocalPostEditor:
         self.device = device
         self.max_new_tokens = max_new_tokens
         self.max_input_tokens = max_input_tokens
+        self.minimal_words = minimal_words
         self._lock = threading.Lock()
         self._model: Any = None
         self._tokenizer: Any = None
@@ -191,7 +195,7 @@ class LocalPostEditor:
         self, query: str, response: str, edit: RetrievedEdit, context: EditContext
     ) -> PostEditResult:
         """f_edit(T^edit(e, x, y_o)) with Eq. 8; raises ConfigError when the model cannot be loaded."""
-        return await edit_with(self.generate, query, response, edit)
+        return await edit_with(self.generate, query, response, edit, minimal_words=self.minimal_words)
 
 
 def factory(resources: PostEditorResources) -> PostEditor:
@@ -203,7 +207,10 @@ def factory(resources: PostEditorResources) -> PostEditor:
         from keproxy.editors.postedit.local_gguf import GgufPostEditor
 
         return GgufPostEditor(
-            options.gguf_path, n_threads=options.n_threads, max_new_tokens=options.max_new_tokens
+            options.gguf_path,
+            n_threads=options.n_threads,
+            max_new_tokens=options.max_new_tokens,
+            minimal_words=options.minimal_edit_words,
         )
     return LocalPostEditor(
         options.base_model_path,
@@ -212,4 +219,5 @@ def factory(resources: PostEditorResources) -> PostEditor:
         dtype=options.dtype,
         device=options.device,
         max_new_tokens=options.max_new_tokens,
+        minimal_words=options.minimal_edit_words,
     )

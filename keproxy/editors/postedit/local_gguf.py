@@ -33,7 +33,8 @@ class GgufPostEditor:
 
     gguf_path: the GGUF file; required. n_threads: llama.cpp threads for prompt and generation.
     max_new_tokens: cap on the edited response (tokens). max_input_tokens: the prompt is cut from the left to
-    this many tokens; the context window is max_input_tokens + max_new_tokens.
+    this many tokens; the context window is max_input_tokens + max_new_tokens. minimal_words: as
+    :class:`keproxy.editors.postedit.local.LocalPostEditor`.
     """
 
     name = "local"
@@ -45,11 +46,13 @@ class GgufPostEditor:
         n_threads: int = 1,
         max_new_tokens: int = 256,
         max_input_tokens: int = 2048,
+        minimal_words: int | None = None,
     ) -> None:
         self.gguf_path = Path(gguf_path) if gguf_path else None
         self.n_threads = n_threads
         self.max_new_tokens = max_new_tokens
         self.max_input_tokens = max_input_tokens
+        self.minimal_words = minimal_words
         self._lock = threading.Lock()
         self._llm: Any = None
 
@@ -128,4 +131,4 @@ class GgufPostEditor:
         self, query: str, response: str, edit: RetrievedEdit, context: EditContext
     ) -> PostEditResult:
         """f_edit(T^edit(e, x, y_o)) with Eq. 8; raises ConfigError when the model cannot be loaded."""
-        return await edit_with(self.generate, query, response, edit)
+        return await edit_with(self.generate, query, response, edit, minimal_words=self.minimal_words)
