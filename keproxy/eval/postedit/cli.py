@@ -33,7 +33,8 @@ def eval_postedit_command(
     methods: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: none, prompt, ike, serac, span, located, local, llm (unavailable ones skip)."
+            help="Comma-separated: none, prompt, ike, serac, span, located, local, local-minimal, llm (unavailable ones "
+            "skip)."
         ),
     ] = "none,prompt,ike,span,local,llm",
     base_url: Annotated[
@@ -55,6 +56,10 @@ def eval_postedit_command(
     base_model: Annotated[Path, typer.Option(help="Base model folder of postEdit-local.")] = Path(
         "artifacts/smollm2-hf"
     ),
+    local_gguf: Annotated[
+        Path | None,
+        typer.Option(help="postEdit-local from this merged GGUF (keproxy train editor-gguf) on llama.cpp."),
+    ] = None,
     min_score: Annotated[float, typer.Option(help="Retrieval gate of the post-editors (cosine).")] = 0.5,
     nli: Annotated[str, typer.Option(help="NLI backend of SE (local, hf:<name>, llm:<model>).")] = "local",
     max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of every upstream answer.")] = 64,
@@ -74,7 +79,7 @@ def eval_postedit_command(
         config = PostEditEvalConfig(
             data=data.lower(), n=n, out=out, methods=comma_list(methods), base_url=base_url, model=model,
             mock_response=mock_response, llm_model=llm_model, llm_mock_response=llm_mock_response,
-            adapter=adapter, base_model=base_model, min_score=min_score, nli=nli, max_tokens=max_tokens,
+            adapter=adapter, base_model=base_model, local_gguf=local_gguf, min_score=min_score, nli=nli, max_tokens=max_tokens,
             progress=progress, plots=plots, api_key=api_key,
         )  # fmt: skip
     except ValidationError as exc:

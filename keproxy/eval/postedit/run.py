@@ -12,7 +12,9 @@ index under ``out/memory``; memory size n, postEdit §6.4) and each query retrie
 - ``postEdit-span`` / ``postEdit-local`` / ``postEdit-llm``: the post-editor run in-process on the cached y_o
   with the retrieved edit, gated by ``min_score`` as in the proxy (:func:`keproxy.editors.postedit.gate`); below the
   gate y_e = y_o. y_o is shared. ``local`` runs in batches (:meth:`LocalPostEditor.generate_many`);
-  ``llm`` is ``llm_model`` through litellm, by default the upstream itself asked with T^edit through the
+  ``local-minimal`` is ``local``'s output projected onto y_o as a minimal edit
+  (:func:`keproxy.editors.postedit.minimal.minimal_edit`, what ``post_editor_options.minimal_edit_words`` does in
+  the proxy); ``llm`` is ``llm_model`` through litellm, by default the upstream itself asked with T^edit through the
   proxy (postEdit Table 4's "post-editor → ChatGPT" ablation: an un-tuned chat model as the editor).
 
 Everything the methods compute against the proxy (and the model post-editors' outputs) is cached by request
@@ -75,8 +77,11 @@ __all__ = [
 #: Method label -> pre-processing mode sent upstream.
 PREPROCESS_METHODS: dict[str, str] = {"PROMPT": "prompt", "IKE": "ike", "SERAC": "serac"}
 _EDITOR_METHOD = {
-    "span": "postEdit-span", "located": "postEdit-located", "local": "postEdit-local", "llm": "postEdit-llm"
+    "span": "postEdit-span", "located": "postEdit-located", "local": "postEdit-local",
+    "local-minimal": "postEdit-local-minimal", "llm": "postEdit-llm",
 }  # fmt: skip
+#: postEdit-local-minimal is postEdit-local's cached output projected onto y_o as a minimal edit.
+_MINIMAL = "postEdit-local-minimal"
 _METHOD_KEYS = {"none": "no edit", "prompt": "PROMPT", "ike": "IKE", "serac": "SERAC", **_EDITOR_METHOD}
 _SCOPE = EditScope(tenant="default")
 
@@ -111,6 +116,11 @@ class PostEditEvalConfig(BaseModel):
     base_model: Path = Field(
         default=Path("artifacts/smollm2-hf"), description="Base model of postEdit-local."
     )
+    local_gguf: Path | None = Field(
+        default=None,
+        description="postEdit-local from this merged GGUF file (`keproxy train editor-gguf`, llama.cpp) instead of "
+        "base_model + adapter (transformers).",
+    )
     min_score: float = Field(default=0.5, ge=-1, le=1, description="Retrieval gate (postedit_min_score).")
     nli: str = Field(default="local", description="NLI backend of SE.")
     max_tokens: int = Field(default=64, ge=1, description="max_tokens of every upstream answer.")
@@ -144,9 +154,14 @@ def method_names(config: PostEditEvalConfig) -> tuple[list[str], dict[str, str]]
     run, skipped = [], {}
     for key in config.methods:
         label = _METHOD_KEYS[key]
-        if key == "local" and not (config.adapter / "adapter_config.json").is_file():
+        if key in ("local", "local-minimal") and config.local_gguf is not None:
+            if not config.local_gguf.is_file():
+                skipped[label] = f"no GGUF file at {config.local_gguf} (keproxy train editor-gguf)"
+            else:
+                run.append(label)
+        elif key.startswith("local") and not (config.adapter / "adapter_config.json").is_file():
             skipped[label] = f"no adapter at {config.adapter} (keproxy train editor)"
-        elif key == "local" and not (config.base_model / "config.json").is_file():
+        elif key.startswith("local") and not (config.base_model / "config.json").is_file():
             skipped[label] = f"no base model at {config.base_model} (keproxy train editor converts it)"
         else:
             run.append(label)
@@ -189,7 +204,12 @@ def _editors(config: PostEditEvalConfig, labels: Sequence[str], model: str, prox
         editors["postEdit-span"] = SpanPostEditor()
     if "postEdit-located" in labels:
         editors["postEdit-located"] = LocatedPostEditor()
-    if "postEdit-local" in labels:
+    local = "postEdit-local" in labels or _MINIMAL in labels
+    if local and config.local_gguf is not None:
+        from keproxy.editors.postedit.local_gguf import GgufPostEditor
+
+        editors["postEdit-local"] = GgufPostEditor(config.local_gguf, n_threads=2, max_new_tokens=96)
+    elif local:
         editors["postEdit-local"] = LocalPostEditor(config.base_model, config.adapter, max_new_tokens=96)
     if "postEdit-llm" in labels:
 
@@ -205,6 +225,8 @@ def _editors(config: PostEditEvalConfig, labels: Sequence[str], model: str, prox
 
 
 def _editor_id(label: str, config: PostEditEvalConfig, model: str) -> str:
+    if label == "postEdit-local" and config.local_gguf is not None:
+        return f"local-gguf:{_file_digest(config.local_gguf)}"
     if label == "postEdit-local":
         manifest = config.adapter / "keproxy-post-editor.json"
         tag = hashlib.sha256(manifest.read_bytes()).hexdigest()[:16] if manifest.is_file() else "none"
@@ -224,6 +246,15 @@ def _editor_id(label: str, config: PostEditEvalConfig, model: str) -> str:
             return f"llm:upstream:{model}:{config.mock_response}"
         return f"llm:{config.llm_model}:{config.llm_mock_response}"
     return label
+
+
+def _file_digest(path: Path) -> str:
+    """sha256 (16 hex digits) of a file, read in 1-MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def _post_edit_key(editor_id: str, x: str, y_o: str, target: RetrievedEdit) -> str:
@@ -251,7 +282,9 @@ def _prefetch_local(
     keys = [k for k in todo if not cache.has(k)]
     for start in range(0, len(keys), chunk):
         part = keys[start : start + chunk]
-        outputs = editor.generate_many([fill_t_edit(todo[k][2].edit, todo[k][0], todo[k][1]) for k in part])
+        prompts = [fill_t_edit(todo[k][2].edit, todo[k][0], todo[k][1]) for k in part]
+        many = getattr(editor, "generate_many", None)  # transformers batches; llama.cpp answers one by one
+        outputs = many(prompts) if many is not None else [editor.generate(p) for p in prompts]
         for key, raw in zip(part, outputs, strict=True):
             y_o = todo[key][1]
             cache.put(key, _cache_entry(parse_output(raw, y_o), y_o))
@@ -365,6 +398,8 @@ def run_postedit_eval(
         )  # fmt: skip
         editors = _editors(config, labels, model, proxy)
         editor_ids = {label: _editor_id(label, config, model) for label in editors}
+        from keproxy.editors.postedit.minimal import minimal_edit
+
         y_os = [_answer(cache, req) for req in y_o_reqs]
         targets = [gate(hits, config.min_score) for hits in retrieved]
         if "postEdit-local" in editors:
@@ -381,6 +416,17 @@ def run_postedit_eval(
                         y_e = y_o
                     elif label in PREPROCESS_METHODS:
                         y_e = _answer(cache, method_reqs[(label, x)])
+                    elif label == _MINIMAL:
+                        local_id = editor_ids["postEdit-local"]
+                        y_e = (
+                            y_o
+                            if target is None
+                            else minimal_edit(
+                                y_o, _post_edit(editors["postEdit-local"], local_id, x, y_o, target, cache)
+                            )
+                            or y_o
+                        )
+                        bar.advance(task)
                     else:
                         y_e = (
                             y_o
