@@ -57,7 +57,9 @@ def test_methods_skip_what_is_not_available(tmp_path: Path) -> None:
 def test_local_from_a_gguf_file_needs_the_file_not_an_adapter(tmp_path: Path) -> None:
     gguf = tmp_path / "post-editor.gguf"
     config = PostEditEvalConfig(out=tmp_path, adapter=tmp_path / "none", local_gguf=gguf, methods=["local"])
-    assert method_names(config)[1] == {"postEdit-local": f"no GGUF file at {gguf} (keproxy train editor-gguf)"}
+    assert method_names(config)[1] == {
+        "postEdit-local": f"no GGUF file at {gguf} (keproxy train editor-gguf)"
+    }
     gguf.write_bytes(b"GGUF")
     assert method_names(config) == (["postEdit-local"], {})
 

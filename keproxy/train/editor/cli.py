@@ -32,9 +32,7 @@ def train_editor_command(
         bool, typer.Option("--hand/--no-hand", help="Add the hand-written free-text examples' train split.")
     ] = True,
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the examples.")] = 2,
-    max_steps: Annotated[
-        int | None, typer.Option(min=1, help="Stop after this many optimizer steps.")
-    ] = 300,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="Stop after this many optimizer steps.")] = 300,
     batch_size: Annotated[int, typer.Option(min=1, help="Examples per step.")] = 8,
     learning_rate: Annotated[float, typer.Option(help="AdamW peak learning rate.")] = 5e-4,
     seed: Annotated[int, typer.Option(help="Seed of shuffling, LoRA init and dropout.")] = 0,

@@ -170,7 +170,9 @@ def _batch(encoded: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[
     }
 
 
-def _epoch_batches(lengths: Sequence[int], batch_size: int, window: int, rng: random.Random) -> list[list[int]]:
+def _epoch_batches(
+    lengths: Sequence[int], batch_size: int, window: int, rng: random.Random
+) -> list[list[int]]:
     """One epoch's batches of example indices: shuffled, grouped by length inside windows of ``window``
     batches, the batches shuffled again (HF's ``group_by_length`` idea); every index exactly once."""
     order = list(range(len(lengths)))
