@@ -290,9 +290,13 @@ async def test_gguf_post_editor_serves_a_chat_completion(merged_gguf: Path, tmp_
         body = {"model": "m", "messages": [{"role": "user", "content": QUERY}]}
         resp = await client.post("/v1/chat/completions", json=body)
         assert resp.status_code == 200, resp.text
-    editor = GgufPostEditor(merged_gguf, max_new_tokens=GREEDY_TOKENS)
-    expected = parse_output(editor.generate(fill(EDIT)), ANSWER)
+    # What the proxy serves: the greedy text, projected as a minimal edit (minimal_edit_words, default 8).
+    words = settings.post_editor_options.minimal_edit_words
+    editor = GgufPostEditor(merged_gguf, max_new_tokens=GREEDY_TOKENS, minimal_words=words)
+    expected = await editor.post_edit(QUERY, ANSWER, RetrievedEdit(edit=EDIT, score=0.9), EditContext())
+    raw = parse_output(editor.generate(fill(EDIT)), ANSWER)
     editor.close()
+    assert expected.raw == raw.raw and (expected.retain or expected.rule == "minimal")
     assert resp.headers["x-keproxy-post-edit"] == ("retained" if expected.retain else "edited")
     assert resp.json()["choices"][0]["message"]["content"] == expected.apply(ANSWER)
 
