@@ -13,6 +13,7 @@ The model loads lazily on the first call, once, under a lock; generation runs in
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,11 @@ class GgufPostEditor:
             )
         text: str = completion["choices"][0]["text"]
         return text
+
+    def generate_many(self, prompts: Sequence[str]) -> list[str]:
+        """:meth:`generate` for each prompt, in order (one llama.cpp context answers one prompt at a time; the
+        transformers editor's ``generate_many`` batches instead)."""
+        return [self.generate(prompt) for prompt in prompts]
 
     async def post_edit(
         self, query: str, response: str, edit: RetrievedEdit, context: EditContext

@@ -45,6 +45,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from keproxy.editors.postedit import PostEditor, PostEditResult, gate, preprocess
+from keproxy.editors.postedit.minimal import minimal_edit
 from keproxy.editors.postedit.preprocess import Demonstration
 from keproxy.eval.core.answers import PromptRequest, fetch_answers
 from keproxy.eval.core.cache import AnswerCache, request_key
@@ -226,7 +227,9 @@ def _editors(config: PostEditEvalConfig, labels: Sequence[str], model: str, prox
 
 def _editor_id(label: str, config: PostEditEvalConfig, model: str) -> str:
     if label == "postEdit-local" and config.local_gguf is not None:
-        return f"local-gguf:{_file_digest(config.local_gguf)}"
+        from keproxy.models.onnx_cache import files_digest
+
+        return f"local-gguf:{files_digest('gguf', [('post-editor', config.local_gguf)])[:16]}"
     if label == "postEdit-local":
         manifest = config.adapter / "keproxy-post-editor.json"
         tag = hashlib.sha256(manifest.read_bytes()).hexdigest()[:16] if manifest.is_file() else "none"
@@ -246,15 +249,6 @@ def _editor_id(label: str, config: PostEditEvalConfig, model: str) -> str:
             return f"llm:upstream:{model}:{config.mock_response}"
         return f"llm:{config.llm_model}:{config.llm_mock_response}"
     return label
-
-
-def _file_digest(path: Path) -> str:
-    """sha256 (16 hex digits) of a file, read in 1-MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
 
 
 def _post_edit_key(editor_id: str, x: str, y_o: str, target: RetrievedEdit) -> str:
@@ -282,9 +276,7 @@ def _prefetch_local(
     keys = [k for k in todo if not cache.has(k)]
     for start in range(0, len(keys), chunk):
         part = keys[start : start + chunk]
-        prompts = [fill_t_edit(todo[k][2].edit, todo[k][0], todo[k][1]) for k in part]
-        many = getattr(editor, "generate_many", None)  # transformers batches; llama.cpp answers one by one
-        outputs = many(prompts) if many is not None else [editor.generate(p) for p in prompts]
+        outputs = editor.generate_many([fill_t_edit(todo[k][2].edit, todo[k][0], todo[k][1]) for k in part])
         for key, raw in zip(part, outputs, strict=True):
             y_o = todo[key][1]
             cache.put(key, _cache_entry(parse_output(raw, y_o), y_o))
@@ -398,8 +390,6 @@ def run_postedit_eval(
         )  # fmt: skip
         editors = _editors(config, labels, model, proxy)
         editor_ids = {label: _editor_id(label, config, model) for label in editors}
-        from keproxy.editors.postedit.minimal import minimal_edit
-
         y_os = [_answer(cache, req) for req in y_o_reqs]
         targets = [gate(hits, config.min_score) for hits in retrieved]
         if "postEdit-local" in editors:
