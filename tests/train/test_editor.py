@@ -6,12 +6,13 @@ import itertools
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from keproxy.editors.postedit import RETAIN_TOKEN, fill_t_edit
 from keproxy.nli.local import default_artifact_path
-from keproxy.train.editor.data import EditorExample, augment_span
+from keproxy.train.editor.data import EditorExample, augment_span, stated_response
 from keproxy.train.editor.train import EditorTrainConfig, _encode, _lr_factor, config_hash
 from tests.cases import counterfact_case
 
@@ -74,6 +75,69 @@ def test_span_augmenter_and_prompt() -> None:
     assert f"from {case.o_old} to {case.o_new}" in prompt
 
 
+def test_stated_response_completes_the_query_with_the_old_object() -> None:
+    assert stated_response("The mother tongue of Halvard Brekke is ", "Norwegian") == (
+        "The mother tongue of Halvard Brekke is Norwegian."
+    )
+    assert stated_response("What is the mother tongue of Halvard Brekke?", "Norwegian") is None
+    assert stated_response("The mother tongue of Halvard Brekke is", "") is None
+
+
+class StatementNLI:
+    """Entailment exactly when the hypothesis is one of ``entailed`` (lower-cased), else neutral."""
+
+    name = "statement"
+
+    def __init__(self, *entailed: str) -> None:
+        self.entailed = {h.lower() for h in entailed}
+
+    def predict(self, pairs: list[tuple[str, str]]) -> Any:
+        import numpy as np
+
+        from tests.fakes import ENTAIL, NEUTRAL
+
+        return np.asarray([ENTAIL if h in self.entailed else NEUTRAL for _, h in pairs], dtype=np.float32)
+
+
+def test_build_editor_data_adds_stated_responses_through_the_same_filter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each query gets a second y_o, the query completed with the old object; in scope its span edit is kept
+    when TE = 1 and SE = 1 (as the base model's drafts), out of scope its target is <Retain>. The base model's
+    answers come from the cache, so no proxy starts."""
+    from keproxy.eval.core.answers import PromptRequest
+    from keproxy.eval.core.cache import AnswerCache
+    from keproxy.train.editor import data as editor_data
+
+    case = counterfact_case()
+    monkeypatch.setattr(editor_data, "training_cases", lambda datasets, per: [case])
+    cache = AnswerCache(tmp_path)
+    params = {"temperature": 0.0, "max_tokens": 64}
+    for x in case.queries.values():  # the base model states nothing: span appends the edit's sentence
+        key = PromptRequest.of("m", [{"role": "user", "content": x}], params).key
+        cache.put(key, {"text": "A language with a long history."})
+    upstream = editor_data.UpstreamSpec(model="m")
+    nli = StatementNLI(case.k_new)
+    common = {"datasets": ("counterfact",), "n_cases": 1, "cache_dir": tmp_path, "nli": nli,
+              "upstream": upstream, "progress": False}  # fmt: skip
+    base, counts = editor_data.build_editor_data(**common)  # type: ignore[arg-type]
+    assert [e.source for e in base] == ["base"] * 3 and counts["asked"] == 0
+    both, counts = editor_data.build_editor_data(**common, stated=True)  # type: ignore[arg-type]
+    stated = [e for e in both if e.source == "stated"]
+    assert both[:3] == base and len(stated) == 3
+    assert counts["kept"] == {"simple": 1, "rephrase": 1, "oos": 1, "simple+stated": 1, "rephrase+stated": 1,
+                              "oos+stated": 1}  # fmt: skip
+    by_type = {e.query_type: e for e in stated}
+    assert by_type["simple"].y_o == f"{case.queries['simple']} {case.o_old}."
+    assert by_type["simple"].target == f"{case.queries['simple']} {case.o_new}."
+    assert (
+        by_type["oos"].y_o == f"{case.queries['oos']} {case.o_old}." and by_type["oos"].target == RETAIN_TOKEN
+    )
+    # an NLI that entails nothing fails SE: the filter drops the stated in-scope drafts as it drops the base ones
+    _, counts = editor_data.build_editor_data(**{**common, "nli": StatementNLI()}, stated=True)  # type: ignore[arg-type]
+    assert counts["dropped"] == {"simple": 1, "rephrase": 1, "simple+stated": 1, "rephrase+stated": 1}
+
+
 def test_config_hash_depends_on_config_and_examples() -> None:
     base = {"file": "x.gguf", "bytes": 1}
     a = config_hash(EditorTrainConfig(), [example("a")], base)
@@ -106,7 +170,8 @@ def test_train_editor_two_steps(tmp_path: Path) -> None:
     manifest = train_editor(out, config, base_dir=base_dir, upstream=upstream, progress=False)
     assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
     assert manifest["training"]["steps"] == 2
-    assert manifest["data"]["by_type"]["oos"] == 4
+    assert manifest["data"]["by_type"]["oos"] == 8  # 4 base-model answers + 4 stated responses
+    assert manifest["data"]["by_source"]["stated"] >= 4
     adapter = json.loads((out / "adapter_config.json").read_text())
     assert adapter["r"] == 8 and adapter["lora_alpha"] == 16
     assert set(adapter["target_modules"]) == {

@@ -28,11 +28,15 @@ def train_editor_command(
     max_examples: Annotated[
         int, typer.Option(min=1, help="Algorithm 2 examples at most (3 queries per case).")
     ] = 1500,
+    stated: Annotated[
+        bool,
+        typer.Option("--stated/--no-stated", help="Add stated original responses (query + old object)."),
+    ] = True,
     hand: Annotated[
         bool, typer.Option("--hand/--no-hand", help="Add the hand-written free-text examples' train split.")
     ] = True,
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the examples.")] = 2,
-    max_steps: Annotated[int | None, typer.Option(min=1, help="Stop after this many optimizer steps.")] = 300,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="Stop after this many optimizer steps.")] = 450,
     batch_size: Annotated[int, typer.Option(min=1, help="Examples per step.")] = 8,
     learning_rate: Annotated[float, typer.Option(help="AdamW peak learning rate.")] = 5e-4,
     seed: Annotated[int, typer.Option(help="Seed of shuffling, LoRA init and dropout.")] = 0,
@@ -71,7 +75,7 @@ def train_editor_command(
     try:
         config = EditorTrainConfig(
             seed=seed, datasets=tuple(d.strip().lower() for d in data.split(",") if d.strip()),
-            max_examples=max_examples, hand=hand, augmenter=augmenter, epochs=epochs, max_steps=max_steps,
+            max_examples=max_examples, stated=stated, hand=hand, augmenter=augmenter, epochs=epochs, max_steps=max_steps,
             batch_size=batch_size, learning_rate=learning_rate, dtype=dtype,  # type: ignore[arg-type]
         )  # fmt: skip
     except ValidationError as exc:

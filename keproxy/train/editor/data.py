@@ -11,6 +11,14 @@ zsRE records 500+; never the evaluation split) and each of its queries x (Simple
    cached); the example is kept only when TE(y_e) = 1 and SE(y_e) = 1 (postEdit Algorithm 1 on [x, y_e]);
 3. out of scope: y_e = ``<Retain>``.
 
+With ``stated`` (the default build), every query also gets a second original response, the one a base model that
+knows the fact gives: the query completed with the old object, ``f"{x} {o}."`` ("The mother tongue of Danielle
+Darrieux is French."). postEdit augments original responses with ChatGPT, which states such facts; SmolLM2 mostly
+rambles past them (215 of its 1,000 in-scope training answers name the old object), so without these the only
+answers naming it are out-of-scope ones, whose target is ``<Retain>``. The stated drafts go through the same
+augmenter and TE / SE filter; out-of-scope ones (CounterFact's neighbourhood prompts share the old object) keep
+``<Retain>``. Queries that are questions (ending in "?") get none.
+
 Each example is the post-editor's input T^edit(e, x, y_o) (what :class:`keproxy.editors.postedit.LocalPostEditor`
 feeds the model) and its target y_e.
 """
@@ -40,6 +48,7 @@ __all__ = [
     "build_editor_data",
     "case_texts",
     "examples_digest",
+    "stated_response",
     "training_cases",
 ]
 
@@ -54,6 +63,9 @@ class EditorExample:
     y_o: str
     prompt: str
     target: str
+    source: str = "base"
+    """Where y_o comes from: "base" (the base model's answer), "stated" (the query completed with the old
+    object) or "hand" (written by hand)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,6 +82,15 @@ class UpstreamSpec:
     mock_response: str | None = None
     max_tokens: int = 64
     api_key: str = "keproxy"
+
+
+def stated_response(x: str, o_old: str) -> str | None:
+    """The original response of a base model that knows the fact: ``x`` completed with the old object and a full
+    stop; None for a question or a case with no old object."""
+    x = x.rstrip()
+    if not o_old or x.endswith("?"):
+        return None
+    return f"{x} {o_old}."
 
 
 def augment_span(edit: Edit, x: str, y_o: str) -> str:
@@ -138,11 +159,13 @@ def build_editor_data(
     upstream: UpstreamSpec,
     augmenter: str = "span",
     augmenter_mock_response: str | None = None,
+    stated: bool = False,
     progress: bool = True,
 ) -> tuple[list[EditorExample], dict[str, Any]]:
-    """Algorithm 2's augmented training set: (examples in case order, counts). ``n_cases`` cases per dataset,
-    split evenly. Counts: ``cases``, ``queries``, ``kept`` / ``dropped`` per query type, ``asked`` / ``cached``
-    upstream answers. Raises ValueError on an unknown augmenter, HarnessError when the proxy fails."""
+    """Algorithm 2's augmented training set: (examples, counts): the base model's in case order, then (``stated``)
+    the stated responses' in case order. ``n_cases`` cases per dataset, split evenly. Counts: ``cases``,
+    ``queries``, ``kept`` / ``dropped`` per query type (``simple+stated`` ... for the stated drafts), ``asked`` /
+    ``cached`` upstream answers. Raises ValueError on an unknown augmenter, HarnessError when the proxy fails."""
     if augmenter != "span" and not augmenter.startswith("litellm:"):
         raise ValueError(f"unknown augmenter {augmenter!r}; use 'span' or 'litellm:<model>'")
     cache = AnswerCache(cache_dir)
@@ -166,19 +189,21 @@ def build_editor_data(
         if augmenter == "span"
         else _litellm_augmenter(augmenter.split(":", 1)[1], cache, augmenter_mock_response)
     )
-    drafts: list[tuple[EditCase, QueryType, str, str, str]] = []
-    for (case, qtype, x), req in zip(queries, requests, strict=True):
-        y_o = str((cache.get(req.key) or {}).get("text", ""))
-        y_e = RETAIN_TOKEN if qtype == "oos" else augment(case.edit, x, y_o)
-        drafts.append((case, qtype, x, y_o, y_e))
+    originals = [(case, qtype, x, str((cache.get(req.key) or {}).get("text", "")), "base")
+                 for (case, qtype, x), req in zip(queries, requests, strict=True)]  # fmt: skip
+    if stated:
+        originals += [(case, qtype, x, y_o, "stated") for case, qtype, x in queries
+                      if (y_o := stated_response(x, case.o_old)) is not None]  # fmt: skip
+    drafts = [(case, qtype, x, y_o, RETAIN_TOKEN if qtype == "oos" else augment(case.edit, x, y_o), source)
+              for case, qtype, x, y_o, source in originals]  # fmt: skip
     # The TE = 1 and SE = 1 filter of Algorithm 2, on the in-scope drafts (one NLI batch).
     ins = [d for d in drafts if d[1] != "oos"]
-    pairs = [p for c, _, x, _, y_e in ins for p in ((f"{x} {y_e}".lower(), c.k_new.lower()),
-                                                   (f"{x} {y_e}".lower(), c.k_old.lower()))]  # fmt: skip
+    pairs = [p for c, _, x, _, y_e, _ in ins for p in ((f"{x} {y_e}".lower(), c.k_new.lower()),
+                                                      (f"{x} {y_e}".lower(), c.k_old.lower()))]  # fmt: skip
     decisions = iter(entailed(nli, pairs))
     keep: dict[int, bool] = {}
     for draft in ins:
-        case, _, _, _, y_e = draft
+        case, y_e = draft[0], draft[4]
         ent_new, ent_old = next(decisions), next(decisions)
         te = te_score(y_e, "INS", case.o_old, case.o_new)
         keep[id(draft)] = te == 1.0 and se_score("INS", ent_new, ent_old) == 1.0
@@ -186,12 +211,14 @@ def build_editor_data(
     kept: Counter[str] = Counter()
     dropped: Counter[str] = Counter()
     for draft in drafts:
-        case, qtype, x, y_o, y_e = draft
+        case, qtype, x, y_o, y_e, source = draft
+        key = qtype if source == "base" else f"{qtype}+{source}"
         if qtype != "oos" and not keep[id(draft)]:
-            dropped[qtype] += 1
+            dropped[key] += 1
             continue
-        kept[qtype] += 1
-        examples.append(EditorExample(case.case_id, qtype, x, y_o, fill_t_edit(case.edit, x, y_o), y_e))
+        kept[key] += 1
+        prompt = fill_t_edit(case.edit, x, y_o)
+        examples.append(EditorExample(case.case_id, qtype, x, y_o, prompt, y_e, source))
     counts = {
         "cases": len(cases),
         "queries": len(queries),

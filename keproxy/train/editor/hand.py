@@ -79,6 +79,7 @@ class HandRow:
             self.response,
             fill_t_edit(edit, self.query, self.response),
             target,
+            "hand",
         )
 
 

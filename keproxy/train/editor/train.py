@@ -27,6 +27,7 @@ import random
 import shutil
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,12 +70,15 @@ class EditorTrainConfig(BaseModel):
     """Algorithm 2's training splits (counterfact: CounterFact's val file; zsre: zsRE's eval records 500+)."""
     max_examples: int = Field(default=1500, ge=1)
     """Training cases are ceil(max_examples / 3) (3 queries each); the filter keeps at most this many."""
+    stated: bool = True
+    """Add the stated original responses of the training cases (the query completed with the old object;
+    :mod:`keproxy.train.editor.data`). They are not counted in ``max_examples``."""
     hand: bool = True
     """Add the train split of the hand-written free-text / event examples (:mod:`keproxy.train.editor.hand`)."""
     augmenter: str = "span"
     """``span`` or ``litellm:<model>`` (T^aug); see :mod:`keproxy.train.editor.data`."""
     epochs: int = Field(default=2, ge=1)
-    max_steps: int | None = Field(default=300, ge=1)
+    max_steps: int | None = Field(default=450, ge=1)
     """Stop after this many optimizer steps (None: epochs × batches)."""
     batch_size: int = Field(default=8, ge=1)
     learning_rate: float = Field(default=5e-4, gt=0)
@@ -278,9 +282,11 @@ def train_editor(
     examples, counts = build_editor_data(
         datasets=config.datasets, n_cases=-(-config.max_examples // 3), cache_dir=cache_dir,
         nli=get_nli_backend(nli), upstream=upstream, augmenter=config.augmenter,
-        augmenter_mock_response=augmenter_mock_response, progress=progress,
+        augmenter_mock_response=augmenter_mock_response, stated=config.stated, progress=progress,
     )  # fmt: skip
-    examples = examples[: config.max_examples]
+    examples = [e for e in examples if e.source == "base"][: config.max_examples] + [
+        e for e in examples if e.source != "base"
+    ]
     if config.hand:
         from keproxy.train.editor.hand import hand_examples, load_hand_rows
 
@@ -365,6 +371,7 @@ def train_editor(
         "base_model": {"dir": str(base_dir), "gguf": base_fp},
         "data": {**counts, "examples": len(examples),
                  "by_type": {t: sum(e.query_type == t for e in examples) for t in ("simple", "rephrase", "oos")},
+                 "by_source": dict(Counter(e.source for e in examples)),
                  "retain_targets": sum(e.target == RETAIN_TOKEN for e in examples)},
         "training": {"dtype": dtype, "threads": torch.get_num_threads(), "steps": step, "planned_steps": total, "first_loss": losses[0], "final_loss": float(np.mean(tail)),
                      "losses": [round(v, 4) for v in losses], "seconds": round(train_seconds, 1),
