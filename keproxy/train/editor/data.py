@@ -14,10 +14,11 @@ zsRE records 500+; never the evaluation split) and each of its queries x (Simple
 With ``stated`` (the default build), every query also gets a second original response, the one a base model that
 knows the fact gives: the query completed with the old object, ``f"{x} {o}."`` ("The mother tongue of Danielle
 Darrieux is French."). postEdit augments original responses with ChatGPT, which states such facts; SmolLM2 mostly
-rambles past them (215 of its 1,000 in-scope training answers name the old object), so without these the only
-answers naming it are out-of-scope ones, whose target is ``<Retain>``. The stated drafts go through the same
-augmenter and TE / SE filter; out-of-scope ones (CounterFact's neighbourhood prompts share the old object) keep
-``<Retain>``. Queries that are questions (ending in "?") get none.
+rambles past them (215 of its 1,000 in-scope training answers name the old object, 90 of its 500 out-of-scope
+ones), so the substitution that postEdit's test subset asks for (every in-scope test answer names the old object)
+is rare in its drafts. The stated drafts go through the same augmenter and TE / SE filter; out-of-scope ones
+(CounterFact's neighbourhood prompts share the old object) keep ``<Retain>``. Queries that are questions (ending in
+"?") get none.
 
 Each example is the post-editor's input T^edit(e, x, y_o) (what :class:`keproxy.editors.postedit.LocalPostEditor`
 feeds the model) and its target y_e.
