@@ -133,6 +133,12 @@ def test_build_editor_data_adds_stated_responses_through_the_same_filter(
     assert (
         by_type["oos"].y_o == f"{case.queries['oos']} {case.o_old}." and by_type["oos"].target == RETAIN_TOKEN
     )
+    # stated_new: in-scope queries completed with the new object already agree -> <Retain>, never filtered
+    agreeing, counts = editor_data.build_editor_data(**common, stated=True, stated_new=True)  # type: ignore[arg-type]
+    new = [e for e in agreeing if e.source == "stated-new"]
+    assert [(e.query_type, e.target) for e in new] == [("simple", RETAIN_TOKEN), ("rephrase", RETAIN_TOKEN)]
+    assert new[0].y_o == f"{case.queries['simple']} {case.o_new}."
+    assert counts["kept"]["simple+stated-new"] == 1 and "simple+stated-new" not in counts["dropped"]
     # an NLI that entails nothing fails SE: the filter drops the stated in-scope drafts as it drops the base ones
     _, counts = editor_data.build_editor_data(**{**common, "nli": StatementNLI()}, stated=True)  # type: ignore[arg-type]
     assert counts["dropped"] == {"simple": 1, "rephrase": 1, "simple+stated": 1, "rephrase+stated": 1}

@@ -32,6 +32,12 @@ def train_editor_command(
         bool,
         typer.Option("--stated/--no-stated", help="Add stated original responses (query + old object)."),
     ] = True,
+    stated_new: Annotated[
+        bool,
+        typer.Option(
+            "--stated-new/--no-stated-new", help="Add queries completed with the new object -> <Retain>."
+        ),
+    ] = False,
     hand: Annotated[
         bool, typer.Option("--hand/--no-hand", help="Add the hand-written free-text examples' train split.")
     ] = True,
@@ -75,7 +81,8 @@ def train_editor_command(
     try:
         config = EditorTrainConfig(
             seed=seed, datasets=tuple(d.strip().lower() for d in data.split(",") if d.strip()),
-            max_examples=max_examples, stated=stated, hand=hand, augmenter=augmenter, epochs=epochs, max_steps=max_steps,
+            max_examples=max_examples, stated=stated, stated_new=stated_new,
+            hand=hand, augmenter=augmenter, epochs=epochs, max_steps=max_steps,
             batch_size=batch_size, learning_rate=learning_rate, dtype=dtype,  # type: ignore[arg-type]
         )  # fmt: skip
     except ValidationError as exc:

@@ -18,7 +18,8 @@ rambles past them (215 of its 1,000 in-scope training answers name the old objec
 ones), so the substitution that postEdit's test subset asks for (every in-scope test answer names the old object)
 is rare in its drafts. The stated drafts go through the same augmenter and TE / SE filter; out-of-scope ones
 (CounterFact's neighbourhood prompts share the old object) keep ``<Retain>``. Queries that are questions (ending in
-"?") get none.
+"?") get none. ``stated_new`` (off by default, not yet built and measured) adds the in-scope queries completed with
+the new object, with target ``<Retain>``: a triple text that already agrees with the edit is left alone.
 
 Each example is the post-editor's input T^edit(e, x, y_o) (what :class:`keproxy.editors.postedit.LocalPostEditor`
 feeds the model) and its target y_e.
@@ -65,8 +66,8 @@ class EditorExample:
     prompt: str
     target: str
     source: str = "base"
-    """Where y_o comes from: "base" (the base model's answer), "stated" (the query completed with the old
-    object) or "hand" (written by hand)."""
+    """Where y_o comes from: "base" (the base model's answer), "stated" / "stated-new" (the query completed with
+    the old / new object) or "hand" (written by hand)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,6 +93,12 @@ def stated_response(x: str, o_old: str) -> str | None:
     if not o_old or x.endswith("?"):
         return None
     return f"{x} {o_old}."
+
+
+def _retains(query_type: str, source: str) -> bool:
+    """Whether a draft's target is ``<Retain>``: out-of-scope queries, and answers that already state the new
+    object."""
+    return query_type == "oos" or source == "stated-new"
 
 
 def augment_span(edit: Edit, x: str, y_o: str) -> str:
@@ -161,10 +168,13 @@ def build_editor_data(
     augmenter: str = "span",
     augmenter_mock_response: str | None = None,
     stated: bool = False,
+    stated_new: bool = False,
     progress: bool = True,
 ) -> tuple[list[EditorExample], dict[str, Any]]:
     """Algorithm 2's augmented training set: (examples, counts): the base model's in case order, then (``stated``)
-    the stated responses' in case order. ``n_cases`` cases per dataset, split evenly. Counts: ``cases``,
+    the stated responses' in case order, then (``stated_new``) the in-scope queries completed with the *new*
+    object, whose target is ``<Retain>`` (an answer that already agrees). ``n_cases`` cases per dataset, split
+    evenly. Counts: ``cases``,
     ``queries``, ``kept`` / ``dropped`` per query type (``simple+stated`` ... for the stated drafts), ``asked`` /
     ``cached`` upstream answers. Raises ValueError on an unknown augmenter, HarnessError when the proxy fails."""
     if augmenter != "span" and not augmenter.startswith("litellm:"):
@@ -195,10 +205,15 @@ def build_editor_data(
     if stated:
         originals += [(case, qtype, x, y_o, "stated") for case, qtype, x in queries
                       if (y_o := stated_response(x, case.o_old)) is not None]  # fmt: skip
-    drafts = [(case, qtype, x, y_o, RETAIN_TOKEN if qtype == "oos" else augment(case.edit, x, y_o), source)
-              for case, qtype, x, y_o, source in originals]  # fmt: skip
-    # The TE = 1 and SE = 1 filter of Algorithm 2, on the in-scope drafts (one NLI batch).
-    ins = [d for d in drafts if d[1] != "oos"]
+    if stated_new:
+        originals += [(case, qtype, x, y_o, "stated-new") for case, qtype, x in queries
+                      if qtype != "oos" and (y_o := stated_response(x, case.o_new)) is not None]  # fmt: skip
+    drafts = [
+        (case, qtype, x, y_o, RETAIN_TOKEN if _retains(qtype, source) else augment(case.edit, x, y_o), source)
+        for case, qtype, x, y_o, source in originals
+    ]
+    # The TE = 1 and SE = 1 filter of Algorithm 2, on the edited drafts (one NLI batch).
+    ins = [d for d in drafts if not _retains(d[1], d[5])]
     pairs = [p for c, _, x, _, y_e, _ in ins for p in ((f"{x} {y_e}".lower(), c.k_new.lower()),
                                                       (f"{x} {y_e}".lower(), c.k_old.lower()))]  # fmt: skip
     decisions = iter(entailed(nli, pairs))
@@ -214,7 +229,7 @@ def build_editor_data(
     for draft in drafts:
         case, qtype, x, y_o, y_e, source = draft
         key = qtype if source == "base" else f"{qtype}+{source}"
-        if qtype != "oos" and not keep[id(draft)]:
+        if not _retains(qtype, source) and not keep[id(draft)]:
             dropped[key] += 1
             continue
         kept[key] += 1

@@ -73,6 +73,8 @@ class EditorTrainConfig(BaseModel):
     stated: bool = True
     """Add the stated original responses of the training cases (the query completed with the old object;
     :mod:`keproxy.train.editor.data`). They are not counted in ``max_examples``."""
+    stated_new: bool = False
+    """Add the in-scope queries completed with the new object, target ``<Retain>`` (not yet built and measured)."""
     hand: bool = True
     """Add the train split of the hand-written free-text / event examples (:mod:`keproxy.train.editor.hand`)."""
     augmenter: str = "span"
@@ -282,7 +284,8 @@ def train_editor(
     examples, counts = build_editor_data(
         datasets=config.datasets, n_cases=-(-config.max_examples // 3), cache_dir=cache_dir,
         nli=get_nli_backend(nli), upstream=upstream, augmenter=config.augmenter,
-        augmenter_mock_response=augmenter_mock_response, stated=config.stated, progress=progress,
+        augmenter_mock_response=augmenter_mock_response, stated=config.stated,
+        stated_new=config.stated_new, progress=progress,
     )  # fmt: skip
     examples = [e for e in examples if e.source == "base"][: config.max_examples] + [
         e for e in examples if e.source != "base"
