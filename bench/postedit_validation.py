@@ -121,7 +121,8 @@ def hand_dev(editors: dict[str, Callable[[str, str, Edit], str]]) -> None:
     the new value and no longer the old one ("TE"); "kept" is the share of the response's characters outside
     the gold change that y_e keeps (1 - extra changed characters / length). Entailing and unrelated responses
     must come back unchanged."""
-    from keproxy.train.editor.hand import changed_chars, load_hand_rows
+    from keproxy.eval.chats.metrics import changed_chars
+    from keproxy.train.editor.hand import load_hand_rows
 
     rows = [r for r in load_hand_rows() if r.split == "dev"]
     print(f"\nhand-written dev groups: {len(rows)} rows, {len({r.group for r in rows})} groups\n")

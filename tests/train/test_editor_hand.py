@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from keproxy.editors.postedit import RETAIN_TOKEN
+from keproxy.eval.chats.metrics import changed_chars
 from keproxy.train.editor.hand import (
     HandRow,
-    changed_chars,
     hand_examples,
     load_hand_rows,
     row_problems,

@@ -25,7 +25,7 @@ from typing import Any
 
 from keproxy.corrections.corpus import apply_stale_spans
 
-__all__ = ["ChatScore", "Summary", "score_chat", "summarize"]
+__all__ = ["ChatScore", "Summary", "changed_chars", "score_chat", "summarize"]
 
 #: Characters on either side of a stale span within which a change counts as part of the fix (grammar).
 WINDOW = 8
@@ -62,9 +62,11 @@ class ChatScore:
         return {**asdict(self), "fixed_cleanly": self.fixed_cleanly}
 
 
-def _collateral(original: str, forwarded: str, windows: Sequence[tuple[int, int]]) -> int:
+def changed_chars(before: str, after: str, windows: Sequence[tuple[int, int]] = ()) -> int:
+    """Characters changed from ``before`` to ``after``: over difflib's non-equal opcodes, the longer side of each,
+    leaving out the changes that lie inside one of ``windows`` ((start, end) offsets into ``before``)."""
     changed = 0
-    matcher = difflib.SequenceMatcher(None, original, forwarded, autojunk=False)
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
             continue
@@ -111,7 +113,7 @@ def score_chat(
     for turn, (sent, got) in enumerate(zip(original, forwarded, strict=True)):
         if sent != got:
             spans = [s["text"] for s in stale if s["turn"] == turn]
-            collateral += _collateral(sent, got, _windows(sent, spans, window))
+            collateral += changed_chars(sent, got, _windows(sent, spans, window))
     return ChatScore(
         chat["id"], chat["style"], chat["is_correction"], detected, len(stale), len(stale) - len(unfixed),
         len(keep), len(keep) - len(broken), collateral, list(forwarded) == original, unfixed, broken,

@@ -15,7 +15,6 @@ Every row is checked mechanically on every build (:func:`row_problems`); groups 
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from keproxy.corrections.corpus import hashed_split
 from keproxy.editors.postedit import RETAIN_TOKEN, fill_t_edit
+from keproxy.eval.chats.metrics import changed_chars
 from keproxy.eval.postedit.metrics import QueryType
 from keproxy.memory.edits import Edit
 from keproxy.train.editor.data import EditorExample
@@ -30,7 +30,6 @@ from keproxy.train.editor.data import EditorExample
 __all__ = [
     "HAND_DIR",
     "HandRow",
-    "changed_chars",
     "group_problems",
     "hand_examples",
     "load_hand_rows",
@@ -81,12 +80,6 @@ class HandRow:
             target,
             "hand",
         )
-
-
-def changed_chars(before: str, after: str) -> int:
-    """Characters changed between two texts: over difflib's non-equal opcodes, the longer side of each."""
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-    return sum(max(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal")
 
 
 def row_problems(row: HandRow) -> list[str]:
