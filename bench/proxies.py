@@ -21,6 +21,8 @@ separate server process in front of that same mock, and drives it with ``bench/l
   query mix of a chat proxy whose tenant edited other things (the prefilter skips the encoder);
 - ``keproxy-memory-nogate``: ``keproxy-memory`` without the correction gate (``learned_detector.gate: false``):
   the turn tagger reads every request's last user message;
+- ``keproxy-memory-l6``: ``keproxy-memory`` with the edit memory on all-MiniLM-L6-v2 (``retrieval_model``
+  all-MiniLM-L6-v2, the default before the distilled ``keproxy-minilm-l4``), edits imported with it;
 - ``litellm-proxy``: the LiteLLM proxy (``litellm[proxy]==1.106.2``, one uvicorn worker, master key set, no
   database) from its own virtualenv (``--litellm-venv``, created on first use), model ``openai/mock``.
 
@@ -85,7 +87,7 @@ import yaml
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 TARGETS = ("direct", "floor", "keproxy", "keproxy-1w", "keproxy-litellm", "keproxy-memory", "keproxy-memory-nohit",
-           "keproxy-memory-nogate", "litellm-proxy")  # fmt: skip
+           "keproxy-memory-nogate", "keproxy-memory-l6", "litellm-proxy")  # fmt: skip
 #: keproxy-memory-nohit's last user message: no word and no number (1000, 2000, ...; the edits' run to 999)
 #: of it is in an edit
 NOHIT_PROMPT = "Request {i}000: how long should sourdough bread rise before baking?"
@@ -255,7 +257,9 @@ def synthetic_edits(n: int) -> list[dict[str, Any]]:
     return records
 
 
-def keproxy_config(path: Path, mock_url: str, *, transport: str, memory: bool, gate: bool = True) -> None:
+def keproxy_config(
+    path: Path, mock_url: str, *, transport: str, memory: bool, gate: bool = True, retrieval_model: str | None = None
+) -> None:
     route: dict[str, Any] = {
         "alias": MODEL,
         "model": f"openai/{MODEL}",
@@ -270,6 +274,8 @@ def keproxy_config(path: Path, mock_url: str, *, transport: str, memory: bool, g
         config.update(edit_mode="postedit", post_editor="span")  # default detectors: learned
         if not gate:
             config["learned_detector"] = {"gate": False}
+        if retrieval_model:
+            config["retrieval_model"] = retrieval_model
     else:
         config.update(detectors=[], edit_mode="off")
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -307,8 +313,9 @@ def start_target(name: str, mock_url: str, work: Path, args: argparse.Namespace)
         server.wait_ready(f"http://127.0.0.1:{port}/health/liveliness", timeout=180)
         return server, base
     memory = name.startswith("keproxy-memory")
+    retrieval_model = "all-MiniLM-L6-v2" if name == "keproxy-memory-l6" else None
     keproxy_config(folder / "keproxy.yaml", mock_url, transport="litellm" if name == "keproxy-litellm" else "auto",
-                   memory=memory, gate=name != "keproxy-memory-nogate")  # fmt: skip
+                   memory=memory, gate=name != "keproxy-memory-nogate", retrieval_model=retrieval_model)  # fmt: skip
     data = folder / "data"
     if memory:
         edits = folder / "edits.json"
@@ -318,7 +325,8 @@ def start_target(name: str, mock_url: str, work: Path, args: argparse.Namespace)
             subprocess.run(
                 [sys.executable, "-m", "keproxy", "edits", "import", str(edits), "--format", "counterfact",
                  "--data-dir", str(data)],
-                check=True, cwd=folder, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+                check=True, cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, **env, **({"KEPROXY_RETRIEVAL_MODEL": retrieval_model} if retrieval_model else {})},
             )  # fmt: skip
         print(f"  imported {args.edits} edits in {time.perf_counter() - t0:.1f} s", flush=True)
     workers = 1 if name == "keproxy-1w" else args.keproxy_workers

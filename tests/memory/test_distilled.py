@@ -1,0 +1,96 @@
+"""The distilled retrieval encoder (``keproxy.memory.distilled``): assembled from the shipped layers and the
+packaged MiniLM, loaded by the real Embedder on torch and ONNX Runtime, retrieving through a real EditMemory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from keproxy.memory import EditMemory, EditScope, Embedder, SQLiteEditStore
+from keproxy.memory.distilled import DISTILLED_MODEL, SHIPPED_DISTILLED, distilled_model_path
+from keproxy.memory.edits import Edit
+from keproxy.models.artifacts import EmbedderError
+
+SENTENCES = [
+    "The capital of France is Paris.",
+    "What is the capital city of France?",
+    "Danielle Darrieux's mother tongue is French.",
+    "I am so hungry, shall we get some pizza tonight?",
+    "The meeting moved to Room 310 on Tuesday at 4pm.",
+]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return distilled_model_path(cache_dir=tmp_path_factory.mktemp("distilled"))
+
+
+def test_the_folder_holds_the_students_layers_and_minilms_embeddings(folder: Path) -> None:
+    from safetensors.numpy import load_file
+
+    config = json.loads((folder / "config.json").read_text())
+    weights = load_file(str(folder / "model.safetensors"))
+    shipped = load_file(str(SHIPPED_DISTILLED / "layers.safetensors"))
+    teacher = load_file(str(Path(Embedder.from_name_or_path(None).name_or_path) / "model.safetensors"))
+    layers = {int(k.split(".")[2]) for k in shipped}
+    assert config["num_hidden_layers"] == len(layers) < 6
+    assert (folder / "tokenizer.json").is_file() and (folder / "1_Pooling" / "config.json").is_file()
+    key = "embeddings.word_embeddings.weight"
+    assert np.array_equal(weights[key], teacher[key])
+    some = "encoder.layer.0.attention.self.query.weight"
+    assert weights[some].dtype == np.float32 and np.array_equal(
+        weights[some], shipped[some].astype(np.float32)
+    )
+    assert not any(k.startswith(f"encoder.layer.{len(layers)}.") for k in weights)
+
+
+def test_a_second_call_reuses_the_folder(folder: Path) -> None:
+    before = (folder / "model.safetensors").stat().st_mtime_ns
+    assert distilled_model_path(cache_dir=folder.parent) == folder
+    assert (folder / "model.safetensors").stat().st_mtime_ns == before
+
+
+def test_missing_layers_raise_embedder_error(tmp_path: Path) -> None:
+    with pytest.raises(EmbedderError, match="keproxy train encoder"):
+        distilled_model_path(tmp_path / "nothing", cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("runtime", ["torch", "onnx-int8"])
+def test_vectors_are_unit_length_and_near_minilms(folder: Path, runtime: str, tmp_path: Path) -> None:
+    if runtime != "torch":
+        pytest.importorskip("onnxruntime")
+    student = Embedder(
+        folder, offline=True, runtime=runtime, threads=1, cache_size=0, onnx_cache_dir=tmp_path
+    )
+    teacher = Embedder.from_name_or_path(None, runtime="torch", threads=1, cache_size=0)
+    s, t = student.encode(SENTENCES), teacher.encode(SENTENCES)
+    assert s.shape == (len(SENTENCES), 384) and s.dtype == np.float32
+    assert np.allclose(np.linalg.norm(s, axis=1), 1.0, atol=1e-5)
+    cosine = np.sum(s * t, axis=1)
+    assert cosine.min() > 0.8, cosine
+    # the student ranks like MiniLM: the paraphrased question is nearest to its fact
+    assert int(np.argmax(s[1] @ s[[0, 2, 3, 4]].T)) == 0
+
+
+def test_the_name_selects_the_distilled_folder() -> None:
+    embedder = Embedder.from_name_or_path(DISTILLED_MODEL)
+    assert Path(embedder.name_or_path).name.startswith("distilled-") and embedder.offline
+
+
+def test_an_edit_memory_retrieves_with_the_student(folder: Path, tmp_path: Path) -> None:
+    embedder = Embedder(folder, offline=True, runtime="torch", threads=1)
+    memory = EditMemory(SQLiteEditStore(tmp_path / "e.sqlite3"), embedder, prefilter="off")
+    facts = [
+        "The capital of Veloria is Maris.",
+        "The currency of Veloria is the lune.",
+        "Ada's dentist is Dr Okafor.",
+    ]
+    stored = memory.add_many([Edit(kind="text", text=f) for f in facts])
+    hits = memory.retrieve_many(
+        ["Which doctor does Ada see for her teeth?"], EditScope(), k=1, min_score=-1.0
+    )
+    assert hits[0][0].edit.id == stored[2].id
+    memory.close()
