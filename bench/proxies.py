@@ -258,7 +258,13 @@ def synthetic_edits(n: int) -> list[dict[str, Any]]:
 
 
 def keproxy_config(
-    path: Path, mock_url: str, *, transport: str, memory: bool, gate: bool = True, retrieval_model: str | None = None
+    path: Path,
+    mock_url: str,
+    *,
+    transport: str,
+    memory: bool,
+    gate: bool = True,
+    retrieval_model: str | None = None,
 ) -> None:
     route: dict[str, Any] = {
         "alias": MODEL,
