@@ -20,13 +20,15 @@ from pathlib import Path
 from keproxy.models.artifacts import SHIPPED_MODELS_DIR, EmbedderError, packaged_model_path
 from keproxy.models.onnx_cache import default_cache_dir, files_digest, write_atomically
 
-__all__ = ["DISTILLED_MODEL", "SHIPPED_DISTILLED", "distilled_model_path"]
+__all__ = ["DISTILLED_MODEL", "DISTILLED_PREFIX", "SHIPPED_DISTILLED", "distilled_model_path"]
 
 #: The name that selects the student (``embedding_model`` / ``retrieval_model``).
 DISTILLED_MODEL = "keproxy-minilm-l4"
 #: The shipped student: ``layers.safetensors`` and ``keproxy-encoder.json``.
 SHIPPED_DISTILLED = SHIPPED_MODELS_DIR / "retrieval-minilm-l4"
 _FORMAT = "keproxy-distilled-v1"
+#: The assembled folders' names: this prefix and 16 hex digits of the layers' digest.
+DISTILLED_PREFIX = "distilled-"
 
 
 def distilled_model_path(layers_dir: Path = SHIPPED_DISTILLED, cache_dir: Path | None = None) -> Path:
@@ -42,7 +44,7 @@ def distilled_model_path(layers_dir: Path = SHIPPED_DISTILLED, cache_dir: Path |
         )
     teacher = packaged_model_path()
     digest = files_digest(_FORMAT, [("layers", layers_file), ("config", teacher / "config.json")])
-    folder = (cache_dir or default_cache_dir()) / f"distilled-{digest[:16]}"
+    folder = (cache_dir or default_cache_dir()) / f"{DISTILLED_PREFIX}{digest[:16]}"
     if (folder / "model.safetensors").is_file():
         return folder
     from safetensors.numpy import load_file, save_file

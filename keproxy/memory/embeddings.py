@@ -28,7 +28,7 @@ import numpy as np
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-from keproxy.memory.distilled import DISTILLED_MODEL, distilled_model_path
+from keproxy.memory.distilled import DISTILLED_MODEL, DISTILLED_PREFIX, distilled_model_path
 from keproxy.memory.encoder import MeanPoolingEncoder, load_mean_pooling_encoder
 from keproxy.memory.onnx_encoder import OnnxEncoder
 from keproxy.models.artifacts import DEFAULT_MODEL, EmbedderError, packaged_model_path
@@ -128,8 +128,13 @@ class Embedder:
     def vector_space(self) -> str:
         """Names the vectors this embedder writes, for indexes that keep them: the model, plus "#int8" for the
         onnx-int8 runtime, whose vectors differ from fp32's (cosine 0.991 mean, 0.945 min:
-        ``bench/results/encoder-runtime.md``); torch and onnx fp32 give the same vectors and share the name."""
-        return self.name_or_path + ("#int8" if self.runtime == "onnx-int8" else "")
+        ``bench/results/encoder-runtime.md``); torch and onnx fp32 give the same vectors and share the name. The
+        distilled encoder is named by its assembled folder's name (the digest of its layers), not by the cache
+        folder that holds it, so a server and ``keproxy edits import`` with different caches agree."""
+        name = self.name_or_path
+        if Path(name).name.startswith(DISTILLED_PREFIX):
+            name = f"{DISTILLED_MODEL}/{Path(name).name}"
+        return name + ("#int8" if self.runtime == "onnx-int8" else "")
 
     @property
     def loaded(self) -> bool:

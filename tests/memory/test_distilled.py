@@ -80,6 +80,14 @@ def test_the_name_selects_the_distilled_folder() -> None:
     assert Path(embedder.name_or_path).name.startswith("distilled-") and embedder.offline
 
 
+def test_the_vector_space_does_not_depend_on_the_cache_folder(folder: Path, tmp_path: Path) -> None:
+    other = distilled_model_path(cache_dir=tmp_path)
+    assert other != folder
+    a = Embedder(folder, runtime="onnx-int8").vector_space
+    assert a == Embedder(other, runtime="onnx-int8").vector_space == f"{DISTILLED_MODEL}/{folder.name}#int8"
+    assert Embedder(folder, runtime="onnx").vector_space != a
+
+
 def test_an_edit_memory_retrieves_with_the_student(folder: Path, tmp_path: Path) -> None:
     embedder = Embedder(folder, offline=True, runtime="torch", threads=1)
     memory = EditMemory(SQLiteEditStore(tmp_path / "e.sqlite3"), embedder, prefilter="off")
