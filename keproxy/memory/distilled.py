@@ -31,12 +31,13 @@ _FORMAT = "keproxy-distilled-v1"
 DISTILLED_PREFIX = "distilled-"
 
 
-def distilled_model_path(layers_dir: Path = SHIPPED_DISTILLED, cache_dir: Path | None = None) -> Path:
-    """The assembled model folder of the student in ``layers_dir`` (made on first call). cache_dir: None:
-    the ONNX cache (``$KEPROXY_ONNX_CACHE`` or ``~/.cache/keproxy/onnx``).
+def distilled_model_path(layers_dir: Path | None = None, cache_dir: Path | None = None) -> Path:
+    """The assembled model folder of the student in ``layers_dir`` (None: :data:`SHIPPED_DISTILLED`), made on
+    first call. cache_dir: None: the ONNX cache (``$KEPROXY_ONNX_CACHE`` or ``~/.cache/keproxy/onnx``).
 
     Raises EmbedderError when ``layers_dir`` has no ``layers.safetensors`` or the MiniLM package is missing,
     OSError when the cache cannot be written."""
+    layers_dir = layers_dir if layers_dir is not None else SHIPPED_DISTILLED
     layers_file = layers_dir / "layers.safetensors"
     if not layers_file.is_file():
         raise EmbedderError(

@@ -54,7 +54,7 @@ def nli_backend(spec: str | None) -> NLIBackend | None:
 def retrieval_embedder_for(settings: Settings, embedder: Embedder) -> Embedder:
     """The edit memory's embedder: ``embedder`` when ``retrieval_model`` is null or names the same model, else
     its own (same runtime and threads; loaded on first use). Raises ConfigError when the distilled encoder's
-    files are missing."""
+    layers are missing or its folder cannot be assembled."""
     name = settings.retrieval_model
     if name is None or name == (settings.embedding_model or DEFAULT_MODEL):
         return embedder
@@ -62,7 +62,7 @@ def retrieval_embedder_for(settings: Settings, embedder: Embedder) -> Embedder:
         return Embedder.from_name_or_path(
             name, threads=settings.torch_threads, runtime=settings.embedding_runtime
         )
-    except EmbedderError as exc:
+    except (EmbedderError, OSError) as exc:  # OSError: the distilled folder cannot be written to the cache
         raise ConfigError(f"retrieval_model {name!r}: {exc}", param="retrieval_model") from None
 
 

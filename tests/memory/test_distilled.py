@@ -102,3 +102,19 @@ def test_an_edit_memory_retrieves_with_the_student(folder: Path, tmp_path: Path)
     )
     assert hits[0][0].edit.id == stored[2].id
     memory.close()
+
+
+def test_missing_shipped_layers_stop_start_up_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from keproxy.errors import ConfigError
+    from keproxy.memory import distilled
+    from keproxy.pipeline.build import retrieval_embedder_for
+    from keproxy.settings import Settings
+
+    shared = Embedder.from_name_or_path(None)
+    monkeypatch.setattr(distilled, "SHIPPED_DISTILLED", tmp_path / "gone")
+    with pytest.raises(ConfigError, match=r"retrieval_model 'keproxy-minilm-l4'.*keproxy train encoder"):
+        retrieval_embedder_for(Settings(), shared)
+    assert retrieval_embedder_for(Settings(retrieval_model=None), shared) is shared
+    assert retrieval_embedder_for(Settings(retrieval_model="all-MiniLM-L6-v2"), shared) is shared
