@@ -18,8 +18,11 @@ def test_a_rebuild_gives_the_shipped_gate(tmp_path: Path) -> None:
     manifest = train_gate(tmp_path, log=lambda _: None)
     assert manifest["cached"] is False
     shipped, rebuilt = np.load(GATE_DIR / "gate.npz"), np.load(tmp_path / "gate.npz")
-    for key in ("index", "weight", "bias"):
+    for key in ("index", "weight"):  # float32 weights: byte-identical
         assert np.array_equal(shipped[key], rebuilt[key]), key
+    # the float64 intercept moves in its last bits with the CPU's BLAS kernels (9e-15 seen on an AMD EPYC whose
+    # rebuild is otherwise identical), below anything the float32 scores or the threshold can see
+    assert abs(float(shipped["bias"]) - float(rebuilt["bias"])) < 1e-12
     assert manifest["threshold"] == CorrectionGate().threshold
     assert train_gate(tmp_path, log=lambda _: None)["cached"] is True
 
