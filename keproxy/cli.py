@@ -198,13 +198,17 @@ def serve(
         embedder = Path(settings.embedding_model) if settings.embedding_model else packaged_model_path()
         if embedder.is_dir() and export_encoder_in_child(embedder, settings.embedding_runtime):
             print("  embedder  ONNX graph exported for this machine", file=sys.stderr)
-        try:  # assembles the distilled encoder's folder on first start; a missing one stops start-up later
-            retrieval = Path(Embedder.from_name_or_path(settings.retrieval_model).name_or_path)
-        except EmbedderError:
-            retrieval = Path("/nonexistent")
-        fresh = settings.retrieval_model and retrieval != embedder and retrieval.is_dir()
-        if fresh and export_encoder_in_child(retrieval, settings.embedding_runtime):
-            print("  retrieval ONNX graph exported for this machine", file=sys.stderr)
+        if settings.retrieval_model:
+            try:  # assembles the distilled encoder's folder on first start
+                retrieval = Path(Embedder.from_name_or_path(settings.retrieval_model).name_or_path)
+            except (EmbedderError, OSError):
+                retrieval = embedder  # nothing to export: build_pipeline stops start-up with the reason
+            if (
+                retrieval != embedder
+                and retrieval.is_dir()
+                and export_encoder_in_child(retrieval, settings.embedding_runtime)
+            ):
+                print("  retrieval ONNX graph exported for this machine", file=sys.stderr)
     run = dict(host=settings.host, port=settings.port, log_level=settings.log_level)
     if settings.workers == 1:
         import uvicorn

@@ -31,6 +31,7 @@ __all__ = [
     "DEV_FRACTION",
     "INDEPENDENT_DIR",
     "NEGATIVE_STYLES",
+    "NEXT_DIR",
     "POSITIVE_STYLES",
     "STYLES",
     "CorpusError",
@@ -50,6 +51,9 @@ CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "chats"
 #: An evaluation-only set written after the models were trained, by other writers from their own brief, in the
 #: corpus schema (``eval-chats/independent/CARD.md``); no training reads it.
 INDEPENDENT_DIR = Path(__file__).resolve().parent.parent / "data" / "eval-chats" / "independent"
+#: Chats written for the taggers' next training (``chats-next/README.md``), in the corpus schema and split rule;
+#: the retrieval encoder's distillation reads their train split.
+NEXT_DIR = Path(__file__).resolve().parent.parent / "data" / "chats-next"
 #: Share of chat families in the dev split (never trained on).
 DEV_FRACTION = 0.15
 
@@ -218,8 +222,9 @@ def hashed_split(key: str) -> str:
 
 
 def corpus_files(root: Path = CORPUS_DIR) -> list[Path]:
-    """The corpus's JSONL files under ``root``, sorted (a fixed order on every machine)."""
-    return sorted(root.glob("*/*.jsonl"))
+    """The JSONL files in ``root`` and its subfolders (the corpus has only the latter), sorted (a fixed order on
+    every machine)."""
+    return sorted([*root.glob("*.jsonl"), *root.glob("*/*.jsonl")])
 
 
 def load_corpus(split: str | None = None, root: Path = CORPUS_DIR) -> list[dict[str, Any]]:

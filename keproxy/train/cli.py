@@ -252,13 +252,13 @@ def encoder(
 
     err = Console(stderr=True, log_path=False)
     try:
-        config = EncoderTrainConfig(steps=steps, layers=tuple(int(x) for x in layers.split(",")))
+        chosen = tuple(int(x) for x in layers.split(","))
+        if not all(0 <= i < 6 for i in chosen):
+            raise ValueError(layers)
     except ValueError:
         err.print(f"[red]error:[/red] --layers: comma-separated layer numbers (0-5), not {layers!r}")
         raise typer.Exit(2) from None
-    if not config.layers or any(not 0 <= i < 6 for i in config.layers):
-        err.print(f"[red]error:[/red] --layers: comma-separated layer numbers (0-5), not {layers!r}")
-        raise typer.Exit(2)
+    config = EncoderTrainConfig(steps=steps, layers=chosen)
     manifest = train_encoder(out or SHIPPED_DISTILLED, config, force=force, log=err.log)
     state = "up to date" if manifest.get("cached") else f"built in {manifest['build_seconds']:.0f} s"
     Console().print(

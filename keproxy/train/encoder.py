@@ -85,12 +85,11 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _repository_strings() -> Iterator[str]:
-    from keproxy.corrections.corpus import iter_chats, load_corpus, split_of
+    from keproxy.corrections.corpus import NEXT_DIR, load_corpus
     from keproxy.train.editor.hand import load_hand_rows
     from keproxy.train.gate import ordinary_turns
 
-    later = [c for c in iter_chats(sorted((_DATA / "chats-next").glob("*.jsonl"))) if split_of(c) == "train"]
-    for chat in [*load_corpus("train"), *later]:
+    for chat in [*load_corpus("train"), *load_corpus("train", NEXT_DIR)]:
         for message in chat["messages"]:
             if isinstance(message.get("content"), str):
                 yield message["content"]
@@ -309,7 +308,9 @@ def _teacher_vectors(teacher: Any, texts: list[str]) -> np.ndarray:
 
 def encoder_config_hash(config: EncoderTrainConfig) -> str:
     """:func:`~keproxy.train.common.build_hash` of ``config``, the texts' source files and this module."""
-    data = sorted((_DATA / "chats").glob("*/*.jsonl")) + sorted((_DATA / "chats-next").glob("*.jsonl"))
+    from keproxy.corrections.corpus import NEXT_DIR, corpus_files
+
+    data = [*corpus_files(), *corpus_files(NEXT_DIR)]
     data += sorted((_DATA / "gate").glob("*.jsonl")) + sorted((_DATA / "postedit").glob("*.jsonl"))
     return build_hash(asdict(config), data, ("train/encoder.py", "train/common.py"))
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keproxy.corrections.corpus import INDEPENDENT_DIR, iter_chats, load_corpus, split_of
+from keproxy.corrections.corpus import INDEPENDENT_DIR, NEXT_DIR, iter_chats, load_corpus
 from keproxy.corrections.templates import TEMPLATES
 from keproxy.datasets import shared_data_dir
 
@@ -88,8 +88,7 @@ def training_sets(shared: Path | None = None) -> dict[str, list[str]]:
     }
     sets["chats/train"] = list(_chat_texts(load_corpus("train")))
     # the retrieval encoder's distillation also reads the chats written for the taggers' next training
-    later = sorted((_DATA / "chats-next").glob("*.jsonl"))
-    sets["chats-next/train"] = list(_chat_texts(c for c in iter_chats(later) if split_of(c) == "train"))
+    sets["chats-next/train"] = list(_chat_texts(load_corpus("train", NEXT_DIR)))
     from keproxy.train.gate import ordinary_turns
 
     sets["gate/ordinary-train"] = ordinary_turns("train")
