@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from keproxy.corrections.model import RUNTIMES
+from keproxy.corrections.sentences import _line_starts
 from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
 from keproxy.editors.base import EditContext
 from keproxy.editors.history.patch import PatchEditor
@@ -93,7 +94,7 @@ def run(
     """Times of detect + patch per detector (runtime), and each one's last result. The detectors take turns
     within each repetition (in an order reversed every other repetition), so a change of the machine's load
     falls on all of them alike. Every repetition's last turn is new (its year changes), so it is never cached;
-    ``cold`` also empties the taggers' caches first (no turn seen before), else the history's tags are cached
+    ``cold`` also empties the taggers' caches and the sentence splitter's memo first (no turn seen before), else the history's tags are cached
     as they are when a chat re-sends it."""
     editor = PatchEditor()
     results: dict[str, object] = {}
@@ -106,6 +107,7 @@ def run(
             if cold:
                 detector.turn_tagger._cache.clear()
                 detector.stale_tagger._cache.clear()
+                _line_starts.cache_clear()
             start = time.perf_counter()
             corrections = detector.detect(turn)
             results[name] = asyncio.run(editor.edit(turn, corrections, EditContext()))

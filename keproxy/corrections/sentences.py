@@ -12,6 +12,7 @@ All offsets are Python string indices into the original text; ``text[start:end] 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import warnings
@@ -78,19 +79,26 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     Every line (``\\n``-separated) is split on its own by pysbd, so no sentence crosses a line break.
     Text pysbd fails to place is attached to the sentence before it, so the spans cover all non-space text.
     """
-    segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
     out: list[tuple[int, int]] = []
     for line in _LINE.finditer(text):
         line_text = line.group()
         if not line_text.strip():
             continue
-        starts = sorted({span.start for span in segmenter.segment(line_text)} | {0})
-        bounds = [*starts, len(line_text)]
+        bounds = [*_line_starts(line_text), len(line_text)]
         for a, b in itertools.pairwise(bounds):
             s, e = _trimmed(text, line.start() + a, line.start() + b)
             if s < e:
                 out.append((s, e))
     return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _line_starts(line: str) -> tuple[int, ...]:
+    """Where pysbd starts each sentence of one line (0 always included), memoised by the line's text: a chat
+    re-sends its history with every request, and pysbd (pure-Python rules that recompile their regexes) takes
+    ~1 ms per line."""
+    segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
+    return tuple(sorted({span.start for span in segmenter.segment(line)} | {0}))
 
 
 def split_clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:

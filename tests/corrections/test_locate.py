@@ -67,6 +67,21 @@ def test_split_sentences_keeps_abbreviations_and_quotes_and_offsets() -> None:
     ]
 
 
+def test_split_sentences_of_a_memoised_line_are_offsets_into_each_text() -> None:
+    """A line seen before is not split again, but its sentences are placed where it lies in the new text, and
+    each call returns a list of its own."""
+    line = "The van leaves at six. Tobias drives it."
+    first = split_sentences(line)
+    first.append((99, 100))  # a caller's change reaches no later call
+    text = f"Intro line.\n  {line}"
+    assert [text[s:e] for s, e in split_sentences(text)] == [
+        "Intro line.",
+        "The van leaves at six.",
+        "Tobias drives it.",
+    ]
+    assert split_sentences(line) == [(0, 22), (23, 40)]
+
+
 def test_split_clauses_on_punctuation_and_dashes_not_numbers() -> None:
     text = "RIVERTON - After a long night, the council voted 5-4 to spend $86,000; it starts at 5:30 — maybe."
     got = [text[s:e] for s, e in split_clauses(text, 0, len(text))]
