@@ -31,7 +31,7 @@ from keproxy.train.cli import train_app
 from keproxy.train.nli.data import SOURCES, chat_items, edit_items, hand_items, is_heldout, iter_texts
 from keproxy.train.nli.edits import ANTONYMS, contradiction_edit, entailment_edits, truncated_contradiction
 from keproxy.train.nli.evaluate import manifest_scores
-from keproxy.train.nli.train import NLITrainConfig, train_nli
+from keproxy.train.nli.train import NLITrainConfig, repository_config_hash, train_nli
 
 CHAT = {
     "id": "t-1",
@@ -358,6 +358,15 @@ def local_nli() -> LocalNLI:
     backend = get_nli_backend("local")
     assert isinstance(backend, LocalNLI)
     return backend
+
+
+def test_the_shipped_manifest_records_what_a_build_from_this_repository_would(local_nli: LocalNLI) -> None:
+    """Its config hash is the one `keproxy train nli` computes here (code, data files, base), so a build into the
+    package finds it up to date: a change to the pair builder or the data must come with a rebuild, or, when the
+    pairs stay byte for byte the same, with the new hash recorded."""
+    manifest = local_nli.manifest
+    assert manifest is not None
+    assert repository_config_hash(NLITrainConfig(**manifest["config"])) == manifest["config_hash"]
 
 
 def test_shipped_adapter_predicts_probabilities(local_nli: LocalNLI) -> None:

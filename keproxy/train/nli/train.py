@@ -47,7 +47,14 @@ from keproxy.train.nli.data import (
 )
 from keproxy.train.nli.evaluate import evaluate_nli, latency_ms
 
-__all__ = ["NLITrainConfig", "code_digest", "config_hash", "read_manifest", "train_nli"]
+__all__ = [
+    "NLITrainConfig",
+    "code_digest",
+    "config_hash",
+    "read_manifest",
+    "repository_config_hash",
+    "train_nli",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -299,6 +306,19 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
     return json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
 
 
+def repository_config_hash(config: NLITrainConfig | None = None) -> str:
+    """The config hash (16 hex digits) a build of ``config`` (default: the default config) from this repository's
+    code, data files and packaged base gets; :func:`train_nli` reuses an output folder whose manifest records it."""
+    return _repository_inputs(config or NLITrainConfig())[0]
+
+
+def _repository_inputs(config: NLITrainConfig) -> tuple[str, dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    data_digests = {name: [_file_digest(p) for p in paths] for name, paths in source_files().items()}
+    data_digests["handmade"] = [_file_digest(HANDMADE_PATH)]
+    base_info = _base_fingerprint(packaged_model_path())
+    return config_hash(config, data_digests, base_info), data_digests, base_info
+
+
 def train_nli(
     out: Path,
     config: NLITrainConfig | None = None,
@@ -314,12 +334,8 @@ def train_nli(
     """
     config = config or NLITrainConfig()
     out = Path(out)
-    files = source_files()
-    data_digests = {name: [_file_digest(p) for p in paths] for name, paths in files.items()}
-    data_digests["handmade"] = [_file_digest(HANDMADE_PATH)]
+    digest, data_digests, base_info = _repository_inputs(config)
     base = packaged_model_path()
-    base_info = _base_fingerprint(base)
-    digest = config_hash(config, data_digests, base_info)
     existing = read_manifest(out)
     if existing is not None and existing.get("config_hash") == digest and not force:
         log(f"{out} is up to date (config hash {digest}); use force to rebuild")
