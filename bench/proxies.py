@@ -547,7 +547,7 @@ def render(results: list[TargetResult], info: dict[str, str], args: argparse.Nam
         "",
         f"Scenarios: {args.warmup:g} s warm-up, then {args.latency_seconds:g} s measured at concurrency 1 and "
         f"{args.throughput_seconds:g} s at 32 / 64; requests are unique 3-message conversations, `max_tokens` 16, "
-        "answered by the mock at once (30 characters; a stream has 7 events).",
+        f"answered by the mock {_held(args.upstream_delay_ms)} (30 characters; a stream has 7 events).",
         "",
         "## Latency at concurrency 1 (ms, whole answer read)",
         "",
@@ -625,6 +625,11 @@ def render(results: list[TargetResult], info: dict[str, str], args: argparse.Nam
     return "\n".join(lines) + "\n"
 
 
+def _held(delay_ms: float) -> str:
+    """How the mock answers, for the report."""
+    return f"after {delay_ms:g} ms (`--upstream-delay-ms`)" if delay_ms > 0 else "at once"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -647,6 +652,8 @@ def main() -> None:
         help="`keproxy serve --workers` of the keproxy rows (keproxy-1w: always 1)",
     )
     parser.add_argument("--litellm-workers", type=int, default=1, help="`litellm --num_workers` of the peer")
+    parser.add_argument("--upstream-delay-ms", type=float, default=0.0,
+                        help="the mock holds every answer this long (default 0: at once), as a chat model would")  # fmt: skip
     parser.add_argument("--litellm-venv", type=Path, default=REPO / ".bench-venv",
                         help=f"virtualenv of the LiteLLM proxy ({LITELLM_SPEC}); created when missing")  # fmt: skip
     parser.add_argument("--torch-threads", type=int, default=None,
@@ -692,7 +699,8 @@ def main() -> None:
         else:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="keproxy-bench-")))
         port = free_port()
-        mock = Server("mock", [sys.executable, str(BENCH / "mock_upstream.py"), "--port", str(port)],
+        mock = Server("mock", [sys.executable, str(BENCH / "mock_upstream.py"), "--port", str(port),
+                               "--delay-ms", str(args.upstream_delay_ms)],
                       log=work / "mock.log", cwd=work)  # fmt: skip
         with running(mock):
             mock.wait_ready(f"http://127.0.0.1:{port}/v1/models", timeout=30)

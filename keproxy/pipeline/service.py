@@ -105,6 +105,7 @@ class ChatService:
         wire: dict[str, Any] | None = None,
         trace_headers: Mapping[str, str] | None = None,
         upstream: Upstream | None = None,
+        overlap_retrieval: bool = False,
     ) -> PreparedRequest:
         """Resolve the alias and strategy, then run the stages before the upstream call. tenant: the proxy
         key's tenant, the only one whose edits are retrieved and into which corrections are stored. wire: the
@@ -113,6 +114,8 @@ class ChatService:
         the request's spans join (with tracing on). upstream: the upstream of this request instead of the
         alias's route (an in-process caller such as a wrapped OpenAI client, ``keproxy.integrations``); the
         strategy is then the request's or the setting's, and the metrics' alias label the request's model.
+        overlap_retrieval: for a caller that goes on with ``complete``: in postedit mode a non-streamed request's
+        retrieval runs beside the upstream call (``complete`` awaits it before post-editing) instead of before it.
 
         Raises ModelNotFoundError (404) or InvalidRequestError (400, unknown strategy), with nothing logged;
         or what a stage raised (e.g. the KeproxyError of a failed editor upstream call), after logging the
@@ -161,7 +164,7 @@ class ChatService:
             query=last_user_text(messages), messages=messages, editor=editor, mode=mode, scope=scope,
             context=EditContext(alias=request.model, request_id=request_id, upstream=caller,
                                 answer_extraction=bool(options and options.answer_extraction)),
-            route_alias=route_alias, trace=trace,
+            route_alias=route_alias, trace=trace, overlap_retrieval=overlap_retrieval and not request.stream,
         )  # fmt: skip
         for stage in self.stages:
             span = trace.start(stage.name)
@@ -177,7 +180,8 @@ class ChatService:
                 raise
             transcript.latency_ms[stage.name] = elapsed_ms(t0)
             span.end(transcript)
-        prepared.post_editor = post_editor if prepared.post_target is not None else None
+        pending = prepared.retrieval is not None
+        prepared.post_editor = post_editor if pending or prepared.post_target is not None else None
         forwarded = prepared.result.messages
         transcript.forwarded_messages = forwarded
         body["messages"] = forwarded
@@ -189,8 +193,11 @@ class ChatService:
         t0 = time.perf_counter()
         try:
             response = await prepared.upstream.complete(prepared.body)
-        except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.upstream_failed(prepared, span, exc, t0)
+        except BaseException as exc:  # KeproxyError, a bug or a cancelled request: no post-edit will follow
+            if prepared.retrieval is not None:
+                prepared.retrieval.cancel()
+            if isinstance(exc, Exception):  # logged either way
+                await self.recorder.upstream_failed(prepared, span, exc, t0)
             raise
         return await self._finish(prepared, response, t0, span)
 
@@ -214,6 +221,9 @@ class ChatService:
         final = dict(response)
         final["model"] = prepared.alias
         try:
+            if prepared.retrieval is not None:  # the memory stage's retrieval, run beside the upstream call
+                retrieval, prepared.retrieval = prepared.retrieval, None
+                await retrieval
             final = await self.post_edit.run(prepared, final)
         except Exception as exc:  # KeproxyError, or a bug: logged either way
             await self.recorder.finish(

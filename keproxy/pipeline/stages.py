@@ -20,7 +20,7 @@ from keproxy.corrections.base import CorrectionDetector
 from keproxy.editors.base import HistoryEditResult
 from keproxy.editors.postedit.base import gate
 from keproxy.editors.postedit.preprocess import preprocess
-from keproxy.memory.edits import EditRetriever
+from keproxy.memory.edits import EditRetriever, RetrievedEdit
 from keproxy.pipeline.memory import (
     EditMemoryWriter,
     post_edit_completion,
@@ -82,7 +82,10 @@ class RetrieveEditsStage:
     """Retrieve edits (postEdit): store the request's corrections as session edits (``corrections_to_edits``,
     with a ``keproxy.session``), retrieve the edits of the last user message visible to the request's scope,
     and apply the edit mode: ``postedit`` gates the best edit for the post-edit stage (the request goes
-    upstream without it); ``prompt`` / ``ike`` / ``serac`` put it into the forwarded history (App. C.2)."""
+    upstream without it); ``prompt`` / ``ike`` / ``serac`` put it into the forwarded history (App. C.2).
+    In postedit mode with ``request.overlap_retrieval``, the retrieval runs as a task (``request.retrieval``)
+    beside the upstream call: only the answer needs the edit, and a chat model takes far longer than a query's
+    embedding and search."""
 
     name = "memory"
 
@@ -91,7 +94,7 @@ class RetrieveEditsStage:
         self.settings = settings
 
     async def run(self, request: PreparedRequest) -> None:
-        memory: EditRetriever = self.memory
+        started = time.perf_counter()
         transcript, scope = request.transcript, request.scope
         if request.corrections and scope.session and self.settings.corrections_to_edits:
             transcript.memory_writes = await store_corrections(
@@ -99,17 +102,41 @@ class RetrieveEditsStage:
             )
         if request.mode == "off":
             return
-        retrieved = await retrieve(memory, request.query, scope, self.settings.retrieval_k)
-        transcript.retrieved_edits = [
-            {"id": r.edit.id, "score": round(float(r.score), 6), "scope": r.edit.scope} for r in retrieved
-        ]
-        if request.mode == "postedit":
-            request.post_target = gate(retrieved, self.settings.postedit_min_score)
-            return  # the edit never goes upstream
+        if request.mode == "postedit":  # the edit never goes upstream: the answer is all that needs it
+            if request.overlap_retrieval:
+                request.retrieval = asyncio.create_task(self._gate(request, started))
+                request.retrieval.add_done_callback(_consume_outcome)
+            else:
+                await self._gate(request, None)
+            return
+        retrieved = await self._retrieve(request)
         pre = preprocess(request.mode, request.result.messages, retrieved,  # type: ignore[arg-type]
                          min_score=self.settings.postedit_min_score)  # fmt: skip
         transcript.applied_edit = pre.applied.edit.id if pre.applied else None
         request.result.messages = pre.messages
+
+    async def _retrieve(self, request: PreparedRequest) -> list[RetrievedEdit]:
+        memory: EditRetriever = self.memory
+        retrieved = await retrieve(memory, request.query, request.scope, self.settings.retrieval_k)
+        request.transcript.retrieved_edits = [
+            {"id": r.edit.id, "score": round(float(r.score), 6), "scope": r.edit.scope} for r in retrieved
+        ]
+        return retrieved
+
+    async def _gate(self, request: PreparedRequest, started: float | None) -> None:
+        """Retrieve and gate the best edit for the post-edit stage (``post_target``). started: the stage's
+        perf_counter start when this runs as a task beside the upstream call: the transcript's
+        ``latency_ms["memory"]`` is then the stage's time up to the retrieval's end."""
+        request.post_target = gate(await self._retrieve(request), self.settings.postedit_min_score)
+        if started is not None:
+            request.transcript.latency_ms[self.name] = elapsed_ms(started)
+
+
+def _consume_outcome(task: asyncio.Task[None]) -> None:
+    """Marks a retrieval task's exception as seen when nobody awaits it (the upstream failed, the client left):
+    its request is answered or logged by then, and asyncio would report it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 class PostEditStage:

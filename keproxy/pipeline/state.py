@@ -7,6 +7,7 @@ edit mode and scope chosen, transcript opened); each stage of ``keproxy.pipeline
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -171,6 +172,9 @@ class PreparedRequest:
     will apply it (None: none runs). post_edit_status: "edited" | "retained" | "none", set after the answer.
     route_alias: the alias of the route the request resolved to (``*`` for the catch-all of
     ``--mock-response``): the metrics' ``alias`` label. trace: the request's spans (``NO_TRACE``: tracing off).
+    overlap_retrieval: in postedit mode, the memory stage starts the retrieval and leaves it running
+    (``retrieval``) while the upstream answers; ``ChatService`` awaits it before the post-edit stage, which sets
+    ``post_target`` then (``post_editor`` is the one that will run if an edit passes the gate).
     """
 
     request_id: str
@@ -192,6 +196,8 @@ class PreparedRequest:
     corrections: list[Correction] = field(default_factory=list)
     route_alias: str = ""
     trace: RequestTrace = NO_TRACE
+    overlap_retrieval: bool = False
+    retrieval: asyncio.Task[None] | None = None
 
     def context_or_default(self) -> EditContext:
         """The editors' context: the one the history stage used, else one without an upstream caller."""

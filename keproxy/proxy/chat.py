@@ -77,8 +77,9 @@ class ChatCompletionsEndpoint:
             wire, request = _parse(body)
             trace_headers = _trace_headers(scope) if service.tracing is not None else None
             prepared = await service.prepare(
-                request, new_request_id(), tenant=principal.tenant, wire=wire, trace_headers=trace_headers
-            )
+                request, new_request_id(), tenant=principal.tenant, wire=wire, trace_headers=trace_headers,
+                overlap_retrieval=True,
+            )  # fmt: skip
         except Exception as exc:
             await _send_error(send, exc)
             return

@@ -7,6 +7,7 @@ in-process app for serving, and the stub OpenAI upstream whose ``echo`` alias re
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ import orjson
 import pytest
 
 import keproxy.editors.postedit as postedit
+import keproxy.pipeline.stages as stages
 from keproxy.corrections.base import Correction
 from keproxy.editors.base import EditContext
 from keproxy.editors.postedit import (
@@ -415,6 +417,48 @@ async def test_postedit_mode_json(tmp_path: Path) -> None:
             resp.status_code == 400
             and "available: llm, local, located, span" in resp.json()["error"]["message"]
         )
+
+
+async def test_postedit_retrieval_runs_beside_the_upstream_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A non-streamed postedit request retrieves while the upstream answers: the retrieval below waits until the
+    upstream has been called, which would never happen if it ran first; the answer is edited as before. A
+    retrieval that fails after the upstream answered is logged and answered like any failed stage."""
+    settings = load_settings(mock_response=FRENCH, data_dir=tmp_path)
+    called = asyncio.Event()
+    failing = {"now": False}
+
+    async def retrieve_after_the_call(*args: Any) -> list[RetrievedEdit]:
+        await asyncio.wait_for(called.wait(), 30)
+        if failing["now"]:
+            raise RuntimeError("the edit memory broke")
+        return await real_retrieve(*args)
+
+    real_retrieve = stages.retrieve
+    monkeypatch.setattr(stages, "retrieve", retrieve_after_the_call)
+    async for client in client_for(settings):
+        client.app.state.memory.add(darrieux())  # type: ignore[attr-defined]
+        _, upstream = client.app.state.service.router.resolve("m")  # type: ignore[attr-defined]
+
+        async def complete(body: dict[str, Any], real_complete: Any = upstream.complete) -> dict[str, Any]:
+            called.set()
+            return await real_complete(body)
+
+        monkeypatch.setattr(upstream, "complete", complete)
+        resp = await client.post("/v1/chat/completions", json=chat(edit_mode="postedit"))
+        assert resp.status_code == 200, resp.text
+        assert resp.headers["x-keproxy-post-edit"] == "edited"
+        assert "English" in resp.json()["choices"][0]["message"]["content"]
+        record = await row(client, resp)
+        assert record["retrieved_edits"] and record["latency_ms"]["memory"] > 0
+
+        failing["now"] = True
+        resp = await client.post("/v1/chat/completions", json=chat(edit_mode="postedit"))
+        assert resp.status_code == 500 and set(resp.json()["error"]) == {"message", "type", "param", "code"}
+        store = client.app.state.service.store  # type: ignore[attr-defined]
+        failed = [t for t in store.iter_all() if t.status == 500]
+        assert len(failed) == 1 and failed[0].upstream_response["choices"][0]["message"]["content"] == FRENCH
 
 
 async def test_postedit_mode_streaming(tmp_path: Path) -> None:
