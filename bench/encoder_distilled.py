@@ -22,17 +22,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from encoder_runtime import cosine_sentences
+from encoder_runtime import cosine_sentences, encode_times
 from static_first import GATE, query_sets, run
 
 from keproxy.datasets import shared_data_dir
@@ -45,17 +43,8 @@ MODELS = ("all-MiniLM-L6-v2", "keproxy-minilm-l4")
 def latency(embedder: Embedder, n: int) -> tuple[float, float]:
     """(batch-1 median ms, per-query ms in batches of 16) on distinct bench-style queries."""
     queries = [f"Request {i}: what is the capital of Veloria-{i % 997}?" for i in range(n + 16 * (n // 4))]
-    singles, batches = [], []
-    for text in queries[:n]:
-        started = time.perf_counter()
-        embedder.encode([text])
-        singles.append(time.perf_counter() - started)
-    rest = queries[n:]
-    for start in range(0, len(rest) - 15, 16):
-        started = time.perf_counter()
-        embedder.encode(rest[start : start + 16])
-        batches.append((time.perf_counter() - started) / 16)
-    return 1000 * statistics.median(singles), 1000 * statistics.median(batches)
+    single_ms, batch_ms = encode_times(embedder, queries, n)
+    return single_ms, batch_ms / 16
 
 
 def main() -> None:
