@@ -44,8 +44,8 @@ __all__ = [
     "EncoderTrainConfig",
     "distillation_texts",
     "encoder_config_hash",
-    "split_sentences",
     "synthetic_facts",
+    "text_pieces",
     "train_encoder",
 ]
 
@@ -75,9 +75,10 @@ class EncoderTrainConfig:
     threads: int = 2
 
 
-def split_sentences(text: str) -> list[str]:
+def text_pieces(text: str) -> list[str]:
     """``text`` itself when under 200 characters, then its sentences and lines, stripped of list and table marks,
-    each once; pieces under 8 characters or of one word are left out."""
+    each once; pieces under 8 characters or of one word are left out. A cheap regular-expression cut for
+    training texts, not :func:`keproxy.corrections.sentences.split_sentences` (pysbd, offsets)."""
     pieces = [text] if len(text) < 200 else []
     pieces += [p.strip(" -*#|\t") for p in _SPLIT.split(text)]
     kept = [p.strip() for p in pieces if len(p.strip()) >= 8 and len(p.split()) >= 2]
@@ -197,7 +198,7 @@ def distillation_texts(config: EncoderTrainConfig, teacher_dir: Path) -> tuple[l
                 texts.append(piece)
         return len(texts) - before
 
-    counts = {"repository": add(p for s in _repository_strings() for p in split_sentences(s))}
+    counts = {"repository": add(p for s in _repository_strings() for p in text_pieces(s))}
     counts["synthetic"] = add(synthetic_facts(config.synthetic, config.seed, teacher_dir))
     if config.max_texts is not None and len(texts) > config.max_texts:
         texts = texts[: config.max_texts]

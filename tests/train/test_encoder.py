@@ -10,26 +10,37 @@ from pathlib import Path
 import pytest
 
 from keproxy.corrections.corpus import load_corpus
+from keproxy.memory.distilled import SHIPPED_DISTILLED
 from keproxy.memory.embeddings import packaged_model_path
 from keproxy.train.encoder import (
     LAYERS_NAME,
     MANIFEST_NAME,
     EncoderTrainConfig,
     distillation_texts,
-    split_sentences,
+    encoder_config_hash,
     synthetic_facts,
+    text_pieces,
     train_encoder,
 )
 
 TINY = EncoderTrainConfig(steps=2, batch_size=8, synthetic=16, max_texts=48, layers=(0, 5))
 
 
-def test_split_sentences_keeps_short_texts_whole_and_splits_long_ones() -> None:
-    assert split_sentences("Book Room 204 for Tuesday.") == ["Book Room 204 for Tuesday."]
+def test_text_pieces_keep_short_texts_whole_and_split_long_ones() -> None:
+    assert text_pieces("Book Room 204 for Tuesday.") == ["Book Room 204 for Tuesday."]
     long = "The trip starts on Monday. " * 10 + "\n- Pack the blue tent\n| ok |"
-    pieces = split_sentences(long)
+    pieces = text_pieces(long)
     assert long not in pieces and "Pack the blue tent" in pieces and "The trip starts on Monday." in pieces
     assert "ok" not in pieces  # one word: left out
+
+
+def test_the_shipped_manifest_records_what_a_build_from_this_repository_would() -> None:
+    """Its config hash is the one `keproxy train encoder` computes here (config, texts' files, code), so the
+    shipped layers are up to date: a change to the texts or this module must come with a rebuild, or, when the
+    texts and training stay the same, with the new hash recorded."""
+    manifest = json.loads((SHIPPED_DISTILLED / MANIFEST_NAME).read_text())
+    config = EncoderTrainConfig(**{**manifest["config"], "layers": tuple(manifest["config"]["layers"])})
+    assert encoder_config_hash(config) == manifest["config_hash"]
 
 
 def test_synthetic_facts_are_distinct_and_fixed_by_the_seed() -> None:
@@ -51,7 +62,7 @@ def test_texts_leave_the_corpus_dev_split_out() -> None:
     ]
     dev_only = {m["content"] for c in load_corpus("dev") for m in c["messages"] if len(m["content"]) < 200}
     dev_only -= set(train_only)
-    assert all(t in seen for t in train_only[:200] if split_sentences(t) and split_sentences(t)[0] == t)
+    assert all(t in seen for t in train_only[:200] if text_pieces(t) and text_pieces(t)[0] == t)
     assert not any(t in seen for t in dev_only)
 
 
