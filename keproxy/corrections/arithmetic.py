@@ -6,12 +6,14 @@ chains; :func:`pieces` keeps those whose numbers agree with them as written (so 
 touched: "Room 4 = 2nd floor" is no equation), splitting a running calculation ("15 × £98.20 = £1,473.00 +
 £4.95 = £1,477.95") into its steps; :func:`evaluate` and :func:`solve` compute a side again with new operands,
 and :func:`format_like` writes a result in the format of the number it replaces. :mod:`keproxy.corrections.
-derived` uses them to rewrite the results that a correction makes stale. Expressions are evaluated only after a
-check that they hold nothing but digits, operators and parentheses.
+derived` uses them to rewrite the results that a correction makes stale. A side is computed from its parsed
+tree (numbers, ``+ - * /``, parentheses), never with ``eval``.
 """
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -137,14 +139,32 @@ def evaluate(side: Sequence[Number | str], values: dict[int, float]) -> float | 
         else:
             parts.append(item)
         previous = item
-    expression = " ".join(parts)
-    if not re.fullmatch(r"[\d.e+\-*/() ]+", expression) or "**" in expression or "//" in expression:
-        return None
     try:
-        result = eval(expression, {"__builtins__": {}}, {})  # digits, operators and parentheses only
-    except (SyntaxError, ZeroDivisionError, TypeError):
+        tree = ast.parse(" ".join(parts), mode="eval")
+        return _value(tree.body)
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
         return None
-    return float(result) if isinstance(result, (int, float)) else None
+
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def _value(node: ast.expr) -> float | None:
+    """The value of a parsed side: numbers, ``+ - * /`` and unary minus only (no ``eval``: the text is the
+    user's); None for anything else ("3.0 (4.0)" is a call, not arithmetic)."""
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _value(node.operand)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _value(node.left), _value(node.right)
+        return None if left is None or right is None else float(_BINARY[type(node.op)](left, right))
+    return None
 
 
 def numbers_of(side: Sequence[Number | str]) -> list[Number]:

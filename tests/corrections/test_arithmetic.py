@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
-from keproxy.corrections.arithmetic import equations
+from keproxy.corrections.arithmetic import Number, equations, evaluate
 from keproxy.corrections.base import SpanEdit, apply_spans
 from keproxy.corrections.derived import derived_edits
 from keproxy.corrections.follow_on import follow_on_edits
@@ -300,3 +302,19 @@ def test_a_result_the_next_turn_computes_from_the_edited_turns_values_follows() 
     at = said.index("89")
     out = follow_on_edits([said, answer, "it's €99"], [0, 1], [SpanEdit(0, at, at + 2, "89", "99", 0)])
     assert [(e.turn_index, e.before, e.after) for e in out] == [(1, "15", "25")]
+
+
+def test_a_side_is_computed_from_its_tree_and_anything_but_arithmetic_is_none() -> None:
+    def number(at: int, value: float) -> Number:
+        return Number(at, at + 1, value, False, 0, False)
+
+    (equation,) = equations("(72 + 85) / 5 - 4 = 27.4")
+    assert evaluate(equation.sides[0], {}) == pytest.approx(27.4)
+    assert evaluate(equation.sides[0], {equation.sides[0][1].start: 82}) == pytest.approx(29.4)  # type: ignore[union-attr]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert evaluate([number(0, 3), "(", number(4, 4), ")"], {}) is None  # a call, not arithmetic
+    assert not caught  # compiled, "3.0 ( 4.0 )" warns "'float' object is not callable" on the server's stderr
+    assert evaluate([number(0, 1), "/", number(4, 0)], {}) is None
+    assert evaluate([number(0, 2), "*", "*", number(4, 3)], {}) is None  # no power
+    assert evaluate(["("] * 300 + [number(0, 1)] + [")"] * 300, {}) is None  # too deep to parse
