@@ -34,10 +34,10 @@ import os
 import pickle
 from typing import Any
 
-from keproxy.corrections.corpus import load_corpus
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.spans import fold
 from keproxy.corrections.understand import CorrectionUnderstanding
+from keproxy.eval.chats.run import load_chats
 from keproxy.messages import message_text
 
 STAGES = ("a-detect", "a-values", "b-candidate", "c-score", "d-dropped")
@@ -148,7 +148,9 @@ def _direct(span: dict[str, Any], corrections: list[dict[str, Any]]) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", default="dev")
+    parser.add_argument(
+        "--split", default="dev", help="a corpus split (dev, train), or any --data of keproxy eval chats"
+    )
     parser.add_argument("--json", default=None, help="write the per-chat diagnosis here")
     args = parser.parse_args()
     u = CorrectionUnderstanding(
@@ -162,7 +164,8 @@ def main() -> None:
             tagger.cache_size = 10**7
             tagger._cache.update(entries)
     rec = _Recorder(u)
-    chats = [c for c in load_corpus(args.split) if c["is_correction"]]
+    data = args.split if args.split not in ("dev", "train") else f"corpus:{args.split}"
+    chats = [c for c in load_chats(data) if c["is_correction"]]
     rows = [diagnose(u, rec, c) for c in chats]
     occ: collections.Counter[tuple[str, str]] = collections.Counter()
     per_chat: collections.Counter[tuple[str, str]] = collections.Counter()

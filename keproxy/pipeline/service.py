@@ -28,6 +28,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from keproxy.corrections.base import CorrectionDetector
@@ -114,8 +115,10 @@ class ChatService:
         the request's spans join (with tracing on). upstream: the upstream of this request instead of the
         alias's route (an in-process caller such as a wrapped OpenAI client, ``keproxy.integrations``); the
         strategy is then the request's or the setting's, and the metrics' alias label the request's model.
-        overlap_retrieval: for a caller that goes on with ``complete``: in postedit mode a non-streamed request's
-        retrieval runs beside the upstream call (``complete`` awaits it before post-editing) instead of before it.
+        overlap_retrieval: for a caller that goes on with ``complete`` or ``open_stream`` / ``open_chunks``: in
+        postedit mode the retrieval runs beside the upstream call instead of before it (``complete`` awaits it
+        before post-editing; a stream's first batch waits for it, which decides between post-editing the whole
+        answer and relaying it as it comes).
 
         Raises ModelNotFoundError (404) or InvalidRequestError (400, unknown strategy), with nothing logged;
         or what a stage raised (e.g. the KeproxyError of a failed editor upstream call), after logging the
@@ -164,7 +167,7 @@ class ChatService:
             query=last_user_text(messages), messages=messages, editor=editor, mode=mode, scope=scope,
             context=EditContext(alias=request.model, request_id=request_id, upstream=caller,
                                 answer_extraction=bool(options and options.answer_extraction)),
-            route_alias=route_alias, trace=trace, overlap_retrieval=overlap_retrieval and not request.stream,
+            route_alias=route_alias, trace=trace, overlap_retrieval=overlap_retrieval,
         )  # fmt: skip
         for stage in self.stages:
             span = trace.start(stage.name)
@@ -260,10 +263,37 @@ class ChatService:
 
         Raises KeproxyError (logged) when the upstream fails before its first chunk; a later failure is raised
         by the iterator, after the transcript is committed. The transcript is committed before the iterator
-        ends, however it ends (a client that stops early: status 499). Post-editing as in ``open_stream``.
+        ends, however it ends (a client that stops early: status 499). Post-editing as in ``open_stream``; with
+        ``overlap_retrieval`` the retrieval runs while the upstream starts, and the first batch waits for it
+        (a failed retrieval raises here, logged with status 500 or its KeproxyError's).
         """
-        if prepared.post_target is not None and prepared.post_editor is not None:
-            return self._replay(await self._buffered(prepared))
+        if (
+            prepared.retrieval is None
+            and prepared.post_target is not None
+            and prepared.post_editor is not None
+        ):
+            return self._replay(await self._buffered(prepared, await self._open_upstream(prepared)))
+        opened = await self._open_upstream(prepared)
+        if prepared.retrieval is not None:  # the memory stage's retrieval, run beside the stream's start
+            retrieval, prepared.retrieval = prepared.retrieval, None
+            try:
+                await retrieval
+            except BaseException as exc:  # the edit memory failed, or the client left: nothing was sent yet
+                await _close(opened.source)
+                opened.span.end(prepared.transcript, exc if isinstance(exc, Exception) else None)
+                if isinstance(exc, Exception):  # logged like a failed post-edit
+                    await self.recorder.finish(
+                        prepared, status=status_of(exc), error=error_body(exc), upstream_t0=opened.t0,
+                        failure=exc,
+                    )  # fmt: skip
+                raise
+            if prepared.post_target is not None and prepared.post_editor is not None:
+                return self._replay(await self._buffered(prepared, opened))
+        return self._relay(prepared, opened.source, opened.first, opened.t0, opened.span)
+
+    async def _open_upstream(self, prepared: PreparedRequest) -> _Opened:
+        """Start the upstream stream and await its first batch; raises KeproxyError (logged) when the upstream
+        fails first, after cancelling a retrieval still running beside it."""
         span = prepared.trace.start("upstream")
         t0 = time.perf_counter()
         source = prepared.upstream.stream_batches(prepared.body).__aiter__()
@@ -271,11 +301,14 @@ class ChatService:
             first: list[dict[str, Any]] | None = await source.__anext__()
         except StopAsyncIteration:
             first = None
-        except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.upstream_failed(prepared, span, exc, t0)
+        except BaseException as exc:  # KeproxyError, a bug or a cancelled request
+            if prepared.retrieval is not None:
+                prepared.retrieval.cancel()
+            if isinstance(exc, Exception):  # logged either way
+                await self.recorder.upstream_failed(prepared, span, exc, t0)
             raise
         prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
-        return self._relay(prepared, source, first, t0, span)
+        return _Opened(source, first, t0, span)
 
     async def _relay(
         self,
@@ -340,20 +373,21 @@ class ChatService:
         finally:
             await batches.aclose()
 
-    async def _buffered(self, prepared: PreparedRequest) -> list[dict[str, Any]]:
-        """Read the upstream stream whole, post-edit it, log the transcript; the chunks to send (``model``: the
-        alias). Streams whose deltas carry more than text (tool calls, ...) are replayed as received, not
-        post-edited. Raises what the upstream or the post-editor raised, after logging it."""
-        span = prepared.trace.start("upstream")
-        t0 = time.perf_counter()
-        chunks: list[dict[str, Any]] = []
+    async def _buffered(self, prepared: PreparedRequest, opened: _Opened) -> list[dict[str, Any]]:
+        """Read the rest of the ``opened`` upstream stream, post-edit the whole answer, log the transcript; the
+        chunks to send (``model``: the alias). Streams whose deltas carry more than text (tool calls, ...) are
+        replayed as received, not post-edited. Raises what the upstream or the post-editor raised, after logging
+        it."""
+        span, t0 = opened.span, opened.t0
+        chunks: list[dict[str, Any]] = list(opened.first or [])
         try:
-            async for chunk in prepared.upstream.stream(prepared.body):
-                if not chunks:
-                    prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
-                chunks.append(chunk)
-        except Exception as exc:  # KeproxyError, or a bug: logged either way
-            await self.recorder.upstream_failed(prepared, span, exc, t0)
+            if opened.first is not None:
+                async for batch in opened.source:
+                    chunks.extend(batch)
+        except BaseException as exc:  # KeproxyError, a bug or a cancelled request
+            await _close(opened.source)
+            if isinstance(exc, Exception):  # logged either way
+                await self.recorder.upstream_failed(prepared, span, exc, t0)
             raise
         prepared.transcript.latency_ms["upstream"] = elapsed_ms(t0)
         assembled = assemble_stream(chunks)
@@ -382,6 +416,24 @@ class ChatService:
     async def _replay(chunks: list[dict[str, Any]]) -> AsyncGenerator[list[dict[str, Any]], None]:
         for chunk in chunks:
             yield [chunk]
+
+
+@dataclass
+class _Opened:
+    """An upstream stream whose first batch has come: the batch iterator, that batch (None: the stream was
+    empty), the call's perf_counter start and its trace span."""
+
+    source: AsyncIterator[list[dict[str, Any]]]
+    first: list[dict[str, Any]] | None
+    t0: float
+    span: StageSpan
+
+
+async def _close(source: AsyncIterator[Any]) -> None:
+    """Close an upstream stream that will not be read to its end (releases its connection)."""
+    aclose = getattr(source, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def _client_chunk(chunk: dict[str, Any], alias: str, calls: list[dict[str, Any]]) -> dict[str, Any]:

@@ -461,6 +461,60 @@ async def test_postedit_retrieval_runs_beside_the_upstream_call(
         assert len(failed) == 1 and failed[0].upstream_response["choices"][0]["message"]["content"] == FRENCH
 
 
+async def test_streamed_postedit_retrieval_runs_beside_the_stream_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A streamed postedit request starts the upstream stream while it retrieves: the retrieval below waits
+    until the stream has been opened, which would never happen if it ran first. With an edit the whole answer
+    is post-edited; without one the stream is relayed; a retrieval that fails is answered 500 before any byte
+    of the stream and logged."""
+    settings = load_settings(mock_response=FRENCH, data_dir=tmp_path, edit_mode="postedit")
+    opened = asyncio.Event()
+    failing = {"now": False}
+
+    async def retrieve_after_the_call(*args: Any) -> list[RetrievedEdit]:
+        await asyncio.wait_for(opened.wait(), 30)
+        if failing["now"]:
+            raise RuntimeError("the edit memory broke")
+        return await real_retrieve(*args)
+
+    real_retrieve = stages.retrieve
+    monkeypatch.setattr(stages, "retrieve", retrieve_after_the_call)
+    async for client in client_for(settings):
+        client.app.state.memory.add(darrieux())  # type: ignore[attr-defined]
+        _, upstream = client.app.state.service.router.resolve("m")  # type: ignore[attr-defined]
+        real_batches = upstream.stream_batches
+
+        def stream_batches(body: dict[str, Any], real_batches: Any = real_batches) -> Any:
+            opened.set()
+            return real_batches(body)
+
+        monkeypatch.setattr(upstream, "stream_batches", stream_batches)
+        for question, status, text in (
+            (QUERY, "edited", "Danielle Darrieux's mother tongue is English, and she spoke it all her life."),
+            ("How do I bake bread?", "none", FRENCH),
+        ):
+            opened.clear()
+            async with client.stream(
+                "POST", "/v1/chat/completions", json={**chat(question), "stream": True}
+            ) as resp:
+                assert resp.status_code == 200 and resp.headers["x-keproxy-post-edit"] == status
+                lines = [line async for line in resp.aiter_lines() if line.startswith("data: ")]
+            assert lines[-1] == "data: [DONE]"
+            chunks = [orjson.loads(line[6:]) for line in lines[:-1]]
+            assert assemble_stream(chunks)["choices"][0]["message"]["content"] == text
+            record = await row(client, resp)
+            assert record["final_response"]["choices"][0]["message"]["content"] == text
+            assert (record["post_edit"] is not None) == (status == "edited")
+
+        failing["now"] = True
+        opened.clear()
+        resp = await client.post("/v1/chat/completions", json={**chat(), "stream": True})
+        assert resp.status_code == 500 and set(resp.json()["error"]) == {"message", "type", "param", "code"}
+        store = client.app.state.service.store  # type: ignore[attr-defined]
+        assert [t.stream for t in store.iter_all() if t.status == 500] == [True]
+
+
 async def test_postedit_mode_streaming(tmp_path: Path) -> None:
     settings = load_settings(mock_response=FRENCH, data_dir=tmp_path, edit_mode="postedit")
     async for client in client_for(settings):
