@@ -29,6 +29,7 @@ __all__ = [
     "CLOCK_OR_HOUR",
     "CODE",
     "DATE",
+    "KIND_PATTERNS",
     "MONTHS",
     "MONTH_PREFIX",
     "REFERENCE_YEAR",
@@ -43,6 +44,7 @@ __all__ = [
     "measured_like",
     "number_first",
     "number_spellings",
+    "value_kind",
     "weekday_like",
     "written_run",
 ]
@@ -236,7 +238,7 @@ def _write_name(name: str, like: str) -> str:
     return _like_case(written, core) + ("." if like.endswith(".") and short else "")
 
 
-def _value_kind(text: str) -> str | None:
+def value_kind(text: str) -> str | None:
     """The kind of one written value: "time", "date", "weekday", "month", "money", "percent", "code" (a short
     code such as "3B", or a dotted identifier such as a version "5.3.2"), "number" (a plain number), or None (a
     word, a measure, several values: not told apart here)."""
@@ -248,6 +250,15 @@ def _value_kind(text: str) -> str | None:
     return "date" if DATE.fullmatch(value) else None
 
 
+#: The pattern of each kind :func:`value_kind` tells apart, but plain numbers and months (too common to find by shape).
+KIND_PATTERNS = {
+    "date": DATE,
+    "time": CLOCK,
+    "weekday": WEEKDAY,
+    "money": _MONEY,
+    "percent": _PERCENT,
+    "code": CODE,
+}
 _CALENDAR = ("time", "weekday", "month", "date")
 _COMPATIBLE = (
     {"weekday", "date"},
@@ -269,11 +280,11 @@ def clashing_kinds(before: str, after: str) -> bool:
     or time never becomes a name ("Sept" -> "Lena"); dotted identifiers of as many groups are one kind (a
     version stays a version, an address an address); a value of a kind not told apart (words, measures)
     clashes with nothing else. ``after`` may name its value ("Flat 3D": a code)."""
-    kind = _value_kind(after)
+    kind = value_kind(after)
     if kind is None:
-        told = {k for k in map(_value_kind, after.split()) if k is not None}
+        told = {k for k in map(value_kind, after.split()) if k is not None}
         kind = told.pop() if len(told) == 1 else None
-    was = _value_kind(before)
+    was = value_kind(before)
     if kind is None and was in _CALENDAR and re.fullmatch(r"[A-Z][a-z]+", after.strip()):
         return True  # "Sept" -> "Lena": a name is no day, month or time
     if was == "number" and kind in _CALENDAR[1:] and not _day_or_year(before):

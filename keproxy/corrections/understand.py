@@ -77,6 +77,7 @@ from keproxy.corrections.grammar import capitalised
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.located import located_edits
 from keproxy.corrections.model import MODELS_DIR, Tagger
+from keproxy.corrections.retyped import retyped
 from keproxy.corrections.rewrite import shape, unquoted
 from keproxy.corrections.siblings import labelled_copies, old_in_new_form, one_value_per_sentence
 from keproxy.corrections.spans import (
@@ -390,9 +391,11 @@ class CorrectionUnderstanding:
             found = last_mentioned(
                 texts, turns, lambda text: typed_candidates(text, pairs[0][1]), pairs[0][1]
             )
-        found = [
-            f for f in found if not clashing_kinds(texts[f.turn][f.start : f.end], pairs[f.correction][1])
+        clashing = [
+            f for f in found if clashing_kinds(texts[f.turn][f.start : f.end], pairs[f.correction][1])
         ]
+        found = [f for f in found if f not in clashing]
+        found += retyped(texts, flagged, clashing, found, pairs)  # "$1,200" tagged, "15 March" meant
         for k, (old, new) in enumerate(pairs):
             # "she's in coach D": nothing flagged, "coach C" is written like it
             if not old and not any(f.correction == k for f in found):
