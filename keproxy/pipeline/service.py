@@ -267,29 +267,29 @@ class ChatService:
         ``overlap_retrieval`` the retrieval runs while the upstream starts, and the first batch waits for it
         (a failed retrieval raises here, logged with status 500 or its KeproxyError's).
         """
-        if (
-            prepared.retrieval is None
-            and prepared.post_target is not None
-            and prepared.post_editor is not None
-        ):
-            return self._replay(await self._buffered(prepared, await self._open_upstream(prepared)))
         opened = await self._open_upstream(prepared)
         if prepared.retrieval is not None:  # the memory stage's retrieval, run beside the stream's start
-            retrieval, prepared.retrieval = prepared.retrieval, None
-            try:
-                await retrieval
-            except BaseException as exc:  # the edit memory failed, or the client left: nothing was sent yet
-                await _close(opened.source)
-                opened.span.end(prepared.transcript, exc if isinstance(exc, Exception) else None)
-                if isinstance(exc, Exception):  # logged like a failed post-edit
-                    await self.recorder.finish(
-                        prepared, status=status_of(exc), error=error_body(exc), upstream_t0=opened.t0,
-                        failure=exc,
-                    )  # fmt: skip
-                raise
-            if prepared.post_target is not None and prepared.post_editor is not None:
-                return self._replay(await self._buffered(prepared, opened))
+            await self._await_retrieval(prepared, opened)
+        if prepared.post_target is not None and prepared.post_editor is not None:
+            return self._replay(await self._buffered(prepared, opened))
         return self._relay(prepared, opened.source, opened.first, opened.t0, opened.span)
+
+    async def _await_retrieval(self, prepared: PreparedRequest, opened: _Opened) -> None:
+        """Await the retrieval run beside the ``opened`` stream's start. When it fails (the edit memory, or a
+        cancelled request), nothing was sent yet: the stream is closed, the failure logged (status 500 or its
+        KeproxyError's) and raised."""
+        retrieval, prepared.retrieval = prepared.retrieval, None
+        assert retrieval is not None
+        try:
+            await retrieval
+        except BaseException as exc:
+            await _close(opened.source)
+            opened.span.end(prepared.transcript, exc if isinstance(exc, Exception) else None)
+            if isinstance(exc, Exception):  # logged like a failed post-edit
+                await self.recorder.finish(
+                    prepared, status=status_of(exc), error=error_body(exc), upstream_t0=opened.t0, failure=exc
+                )
+            raise
 
     async def _open_upstream(self, prepared: PreparedRequest) -> _Opened:
         """Start the upstream stream and await its first batch; raises KeproxyError (logged) when the upstream
