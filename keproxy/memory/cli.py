@@ -98,17 +98,18 @@ def import_command(
     except KeproxyError as exc:
         console.print(f"[red]error:[/red] {exc.message}")
         raise typer.Exit(2) from None
-    from keproxy.memory.embeddings import Embedder
+    from keproxy.memory.embeddings import Embedder, EmbedderError
     from keproxy.memory.memory import EditMemory
+    from keproxy.memory.retrieval_model import retrieval_embedder_for
 
-    memory = EditMemory(
-        _open_store(settings),
-        # the server's edit memory embeds with retrieval_model (null: embedding_model)
-        Embedder.from_name_or_path(
-            settings.retrieval_model or settings.embedding_model, runtime=settings.embedding_runtime
-        ),
-        index_dir=settings.edit_index_dir,
-    )
+    try:  # the server's choice: retrieval_model (null: embedding_model)
+        embedder = retrieval_embedder_for(
+            settings, Embedder.from_name_or_path(settings.embedding_model, runtime=settings.embedding_runtime)
+        )
+    except (ConfigError, EmbedderError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    memory = EditMemory(_open_store(settings), embedder, index_dir=settings.edit_index_dir)
     try:
         try:
             memory.add_many(edits)

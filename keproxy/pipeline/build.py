@@ -16,9 +16,10 @@ from pathlib import Path
 from keproxy.corrections.detect import CompositeDetector, DetectorResources, build_detector
 from keproxy.editors.history.registry import EditorRegistry, EditorResources
 from keproxy.errors import ConfigError
-from keproxy.memory.embeddings import DEFAULT_MODEL, Embedder, EmbedderError
+from keproxy.memory.embeddings import Embedder
 from keproxy.memory.index import set_search_threads
 from keproxy.memory.memory import EditMemory
+from keproxy.memory.retrieval_model import retrieval_embedder_for
 from keproxy.memory.static import StaticEncoder, StaticFirstStage
 from keproxy.memory.store import EditStore, SQLiteEditStore
 from keproxy.nli import NLIBackend, NLIConfigError, get_nli_backend
@@ -49,21 +50,6 @@ def nli_backend(spec: str | None) -> NLIBackend | None:
         return get_nli_backend(spec)
     except NLIConfigError as exc:
         raise NLIConfigError(f"nli_backend {spec!r}: {exc}", param="nli_backend") from None
-
-
-def retrieval_embedder_for(settings: Settings, embedder: Embedder) -> Embedder:
-    """The edit memory's embedder: ``embedder`` when ``retrieval_model`` is null or names the same model, else
-    its own (same runtime and threads; loaded on first use). Raises ConfigError when the distilled encoder's
-    layers are missing or its folder cannot be assembled."""
-    name = settings.retrieval_model
-    if name is None or name == (settings.embedding_model or DEFAULT_MODEL):
-        return embedder
-    try:
-        return Embedder.from_name_or_path(
-            name, threads=settings.torch_threads, runtime=settings.embedding_runtime
-        )
-    except (EmbedderError, OSError) as exc:  # OSError: the distilled folder cannot be written to the cache
-        raise ConfigError(f"retrieval_model {name!r}: {exc}", param="retrieval_model") from None
 
 
 def static_first_stage(settings: Settings, embedder: Embedder) -> StaticFirstStage:

@@ -109,7 +109,7 @@ def test_missing_shipped_layers_stop_start_up_with_one_line(
 ) -> None:
     from keproxy.errors import ConfigError
     from keproxy.memory import distilled
-    from keproxy.pipeline.build import retrieval_embedder_for
+    from keproxy.memory.retrieval_model import retrieval_embedder_for
     from keproxy.settings import Settings
 
     shared = Embedder.from_name_or_path(None)
@@ -118,3 +118,22 @@ def test_missing_shipped_layers_stop_start_up_with_one_line(
         retrieval_embedder_for(Settings(), shared)
     assert retrieval_embedder_for(Settings(retrieval_model=None), shared) is shared
     assert retrieval_embedder_for(Settings(retrieval_model="all-MiniLM-L6-v2"), shared) is shared
+
+
+def test_edits_import_embeds_like_the_server_and_stops_with_one_line_without_the_layers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`keproxy edits import` takes the edit memory's embedder from the server's rule (retrieval_model, the
+    distilled encoder by default): without its shipped layers it exits 2 with one line, not a traceback."""
+    from typer.testing import CliRunner
+
+    from keproxy.cli import app
+    from keproxy.memory import distilled
+
+    path = tmp_path / "edits.jsonl"
+    path.write_text(json.dumps({"text": "The bakery closes at noon on Sundays."}) + "\n")
+    monkeypatch.setattr(distilled, "SHIPPED_DISTILLED", tmp_path / "gone")
+    args = ["edits", "import", str(path), "--format", "jsonl", "--data-dir", str(tmp_path / "data")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "retrieval_model 'keproxy-minilm-l4'" in result.output and "Traceback" not in result.output
