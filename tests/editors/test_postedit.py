@@ -419,6 +419,22 @@ async def test_postedit_mode_json(tmp_path: Path) -> None:
         )
 
 
+def retrieval_after(event: asyncio.Event, monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """Make the memory stage's retrieval wait until ``event`` is set (the test sets it when the upstream is
+    called) and raise while the returned flag's ``"now"`` is True."""
+    failing = {"now": False}
+    real_retrieve = stages.retrieve
+
+    async def retrieve_after_the_call(*args: Any) -> list[RetrievedEdit]:
+        await asyncio.wait_for(event.wait(), 30)
+        if failing["now"]:
+            raise RuntimeError("the edit memory broke")
+        return await real_retrieve(*args)
+
+    monkeypatch.setattr(stages, "retrieve", retrieve_after_the_call)
+    return failing
+
+
 async def test_postedit_retrieval_runs_beside_the_upstream_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -427,16 +443,7 @@ async def test_postedit_retrieval_runs_beside_the_upstream_call(
     retrieval that fails after the upstream answered is logged and answered like any failed stage."""
     settings = load_settings(mock_response=FRENCH, data_dir=tmp_path)
     called = asyncio.Event()
-    failing = {"now": False}
-
-    async def retrieve_after_the_call(*args: Any) -> list[RetrievedEdit]:
-        await asyncio.wait_for(called.wait(), 30)
-        if failing["now"]:
-            raise RuntimeError("the edit memory broke")
-        return await real_retrieve(*args)
-
-    real_retrieve = stages.retrieve
-    monkeypatch.setattr(stages, "retrieve", retrieve_after_the_call)
+    failing = retrieval_after(called, monkeypatch)
     async for client in client_for(settings):
         client.app.state.memory.add(darrieux())  # type: ignore[attr-defined]
         _, upstream = client.app.state.service.router.resolve("m")  # type: ignore[attr-defined]
@@ -470,16 +477,7 @@ async def test_streamed_postedit_retrieval_runs_beside_the_stream_start(
     of the stream and logged."""
     settings = load_settings(mock_response=FRENCH, data_dir=tmp_path, edit_mode="postedit")
     opened = asyncio.Event()
-    failing = {"now": False}
-
-    async def retrieve_after_the_call(*args: Any) -> list[RetrievedEdit]:
-        await asyncio.wait_for(opened.wait(), 30)
-        if failing["now"]:
-            raise RuntimeError("the edit memory broke")
-        return await real_retrieve(*args)
-
-    real_retrieve = stages.retrieve
-    monkeypatch.setattr(stages, "retrieve", retrieve_after_the_call)
+    failing = retrieval_after(opened, monkeypatch)
     async for client in client_for(settings):
         client.app.state.memory.add(darrieux())  # type: ignore[attr-defined]
         _, upstream = client.app.state.service.router.resolve("m")  # type: ignore[attr-defined]
