@@ -67,9 +67,10 @@ def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[
     """Edits for the copies, in ``turns``, of each edited number that restate the edited one: written after the
     same label ("avg HR 148" edited, "Avg HR: 148 bpm" in the summary that restates the user's figures), or
     beside the same number, before or after it ("scores 72, 85, 90, 64, 78", then "(72 + 85 + 90 + 64 + 78) /
-    5": the user's list worked through) unless under another label. The same value among the same neighbours
-    states the same fact, however common the value. Each copy becomes what its edit wrote; none overlaps
-    ``edits`` or another."""
+    5": the user's list worked through) unless under another label, or written with the same hyphenated unit
+    ("For a 5- and 8-year-old ...; the 8-year-old can read"). The same value among the same neighbours, or in the
+    same unit, states the same fact, however common the value. Each copy becomes what its edit wrote; none
+    overlaps ``edits`` or another."""
     out: list[SpanEdit] = []
     taken = [(e.turn_index, e.start, e.end) for e in edits]
     for e in edits:
@@ -77,20 +78,32 @@ def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[
             continue
         label = label_before(texts[e.turn_index], e.start)
         beside = _neighbours(texts[e.turn_index], e.start, e.end)
+        unit = _unit_after(texts[e.turn_index], e.end)
         for turn in turns:
             for at in find_all(texts[turn], e.before):
                 end = at + len(e.before)
                 if any(t == turn and s < end and at < x for t, s, x in taken):
                     continue
-                if not standalone(texts[turn], at, end, loose=False):
+                if not standalone(texts[turn], at, end, loose=bool(unit)):
                     continue
                 named = label_before(texts[turn], at)
                 around = _neighbours(texts[turn], at, end)
                 same = any(x is not None and x == y for x, y in zip(beside, around, strict=True))
-                if (label and named == label) or (same and not (label and named and named != label)):
+                if (
+                    (label and named == label)
+                    or (same and not (label and named and named != label))
+                    or (unit and _unit_after(texts[turn], end) == unit)
+                ):
                     out.append(SpanEdit(turn, at, end, e.before, e.after, e.correction))
                     taken.append((turn, at, end))
     return out
+
+
+def _unit_after(text: str, at: int) -> str:
+    """The hyphenated unit written right after offset ``at`` ("-year-old" of "6-year-old"), casefolded; "" when
+    there is none."""
+    m = re.match(r"-[^\W\d_]+(?:-[^\W\d_]+)*", text[at : at + 30])
+    return m.group().casefold() if m else ""
 
 
 _NEAR = 24  # characters between a number and its neighbour

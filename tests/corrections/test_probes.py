@@ -50,6 +50,13 @@ PROBES = [
         ["I have yoga every Tuesday. The team meeting is on Wednesday too.",
          "Got it: yoga every Tuesday, and the team meeting is on Wednesday."],
     ),
+    (  # two ages corrected at once; a later copy written with the same unit ("8-year-old") follows its age
+        ["Party games for my daughters, they are 5 and 8.",
+         "For a 5- and 8-year-old, a treasure hunt works well; the 8-year-old can read the clues out.",
+         "Actually they're 6 and 9"],
+        ["Party games for my daughters, they are 6 and 9.",
+         "For a 6- and 9-year-old, a treasure hunt works well; the 9-year-old can read the clues out."],
+    ),
     (  # the one time the chat mentions, for a new time that names nothing
         ["Booking summary please: table for 6 at Nonna's, 7:30pm, room B2.",
          "Booked: Nonna's, table for 6, 7:30pm, private room B2.", "it's room B4, and 8pm"],
