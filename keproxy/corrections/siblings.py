@@ -84,15 +84,17 @@ def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[
                 end = at + len(e.before)
                 if any(t == turn and s < end and at < x for t, s, x in taken):
                     continue
-                if not standalone(texts[turn], at, end, loose=bool(unit)):
+                whole = standalone(texts[turn], at, end, loose=False)
+                in_unit = bool(unit) and _unit_after(texts[turn], end) == unit  # "8" of "the 8-year-old"
+                if not (whole or (in_unit and standalone(texts[turn], at, end, loose=True))):
                     continue
                 named = label_before(texts[turn], at)
                 around = _neighbours(texts[turn], at, end)
                 same = any(x is not None and x == y for x, y in zip(beside, around, strict=True))
                 if (
-                    (label and named == label)
+                    in_unit
+                    or (label and named == label)
                     or (same and not (label and named and named != label))
-                    or (unit and _unit_after(texts[turn], end) == unit)
                 ):
                     out.append(SpanEdit(turn, at, end, e.before, e.after, e.correction))
                     taken.append((turn, at, end))
