@@ -42,6 +42,7 @@ __all__ = [
     "in_span_format",
     "in_written_format",
     "measured_like",
+    "named_kind",
     "number_first",
     "number_spellings",
     "value_kind",
@@ -250,15 +251,16 @@ def value_kind(text: str) -> str | None:
     return "date" if DATE.fullmatch(value) else None
 
 
+def named_kind(text: str) -> str | None:
+    """The kind of a value that may name what it is ("Flat 3D": a code): :func:`value_kind` of the whole, else
+    the one kind among its words; None when there is none or several."""
+    told = {value_kind(text)} - {None} or {value_kind(w) for w in text.split()} - {None}
+    return told.pop() if len(told) == 1 else None
+
+
 #: The pattern of each kind :func:`value_kind` tells apart, but plain numbers and months (too common to find by shape).
-KIND_PATTERNS = {
-    "date": DATE,
-    "time": CLOCK,
-    "weekday": WEEKDAY,
-    "money": _MONEY,
-    "percent": _PERCENT,
-    "code": CODE,
-}
+KIND_PATTERNS = {"date": DATE, "time": CLOCK, "weekday": WEEKDAY, "money": _MONEY, "percent": _PERCENT,
+                 "code": CODE}  # fmt: skip
 _CALENDAR = ("time", "weekday", "month", "date")
 _COMPATIBLE = (
     {"weekday", "date"},
@@ -280,10 +282,7 @@ def clashing_kinds(before: str, after: str) -> bool:
     or time never becomes a name ("Sept" -> "Lena"); dotted identifiers of as many groups are one kind (a
     version stays a version, an address an address); a value of a kind not told apart (words, measures)
     clashes with nothing else. ``after`` may name its value ("Flat 3D": a code)."""
-    kind = value_kind(after)
-    if kind is None:
-        told = {k for k in map(value_kind, after.split()) if k is not None}
-        kind = told.pop() if len(told) == 1 else None
+    kind = named_kind(after)
     was = value_kind(before)
     if kind is None and was in _CALENDAR and re.fullmatch(r"[A-Z][a-z]+", after.strip()):
         return True  # "Sept" -> "Lena": a name is no day, month or time

@@ -16,18 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from keproxy.corrections.consolidate import Found, standalone
-from keproxy.corrections.formats import KIND_PATTERNS, clashing_kinds, value_kind
+from keproxy.corrections.formats import KIND_PATTERNS, named_kind, value_kind
 from keproxy.corrections.spans import fold
 
 __all__ = ["retyped", "values_of_kind"]
 
 
 def values_of_kind(sentence: str, new: str) -> list[tuple[int, int]]:
-    """(start, end) of each whole value of ``sentence`` of the kind of ``new`` (:func:`value_kind`; a name of
-    one kind beside it counts: "Flat 3D" is a code) other than ``new`` itself; empty for a kind that is not
-    found by its shape."""
-    kinds = {value_kind(new)} - {None} or {value_kind(w) for w in new.split()} - {None}
-    if len(kinds) != 1 or (kind := kinds.pop()) not in KIND_PATTERNS:
+    """(start, end) of each whole value of ``sentence`` of the kind of ``new`` (:func:`named_kind`: "Flat 3D" is a
+    code) other than ``new`` itself; empty for a kind that is not found by its shape."""
+    kind = named_kind(new)
+    if kind not in KIND_PATTERNS:
         return []
     return [
         m.span()
@@ -58,8 +57,8 @@ def retyped(
             lost = [f for f in dropped if f.correction == k and inside(f)]
             if not lost or any(f.correction == k and inside(f) for f in [*kept, *out]):
                 continue
-            values = values_of_kind(texts[turn][a:b], new)
-            if len(values) == 1 and not clashing_kinds(texts[turn][a + values[0][0] : a + values[0][1]], new):
+            values = values_of_kind(texts[turn][a:b], new)  # of the new value's own kind: they never clash
+            if len(values) == 1:
                 x, y = values[0]
                 out.append(Found(turn, a + x, a + y, k, max(f.weight for f in lost)))
     return out

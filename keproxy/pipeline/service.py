@@ -197,12 +197,19 @@ class ChatService:
         try:
             response = await prepared.upstream.complete(prepared.body)
         except BaseException as exc:  # KeproxyError, a bug or a cancelled request: no post-edit will follow
-            if prepared.retrieval is not None:
-                prepared.retrieval.cancel()
-            if isinstance(exc, Exception):  # logged either way
-                await self.recorder.upstream_failed(prepared, span, exc, t0)
+            await self._upstream_failed(prepared, span, exc, t0)
             raise
         return await self._finish(prepared, response, t0, span)
+
+    async def _upstream_failed(
+        self, prepared: PreparedRequest, span: StageSpan, exc: BaseException, t0: float
+    ) -> None:
+        """The upstream call raised ``exc`` (a KeproxyError, a bug, or a cancelled request): cancel a retrieval
+        still running beside it, and log the request unless it was cancelled."""
+        if prepared.retrieval is not None:
+            prepared.retrieval.cancel()
+        if isinstance(exc, Exception):
+            await self.recorder.upstream_failed(prepared, span, exc, t0)
 
     async def finish(
         self, prepared: PreparedRequest, response: dict[str, Any], *, upstream_t0: float
@@ -301,11 +308,8 @@ class ChatService:
             first: list[dict[str, Any]] | None = await source.__anext__()
         except StopAsyncIteration:
             first = None
-        except BaseException as exc:  # KeproxyError, a bug or a cancelled request
-            if prepared.retrieval is not None:
-                prepared.retrieval.cancel()
-            if isinstance(exc, Exception):  # logged either way
-                await self.recorder.upstream_failed(prepared, span, exc, t0)
+        except BaseException as exc:
+            await self._upstream_failed(prepared, span, exc, t0)
             raise
         prepared.transcript.latency_ms["upstream_first_chunk"] = elapsed_ms(t0)
         return _Opened(source, first, t0, span)
@@ -384,10 +388,9 @@ class ChatService:
             if opened.first is not None:
                 async for batch in opened.source:
                     chunks.extend(batch)
-        except BaseException as exc:  # KeproxyError, a bug or a cancelled request
+        except BaseException as exc:
             await _close(opened.source)
-            if isinstance(exc, Exception):  # logged either way
-                await self.recorder.upstream_failed(prepared, span, exc, t0)
+            await self._upstream_failed(prepared, span, exc, t0)
             raise
         prepared.transcript.latency_ms["upstream"] = elapsed_ms(t0)
         assembled = assemble_stream(chunks)
