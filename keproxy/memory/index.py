@@ -269,6 +269,8 @@ class EditIndex:
     # -- search ----------------------------------------------------------------------------------------------
 
     def _raw_search(self, array: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if _search_threads is not None:
+            faiss.omp_set_num_threads(_search_threads)  # per calling thread: see set_search_threads
         if self._kind == "hnsw":
             params = _faiss.SearchParametersHNSW()
             params.efSearch = max(self.ef_search, k)
@@ -468,13 +470,21 @@ class EditIndex:
         )
 
 
+#: FAISS's OpenMP threads per search (:func:`set_search_threads`); None: OpenMP's default, one per core.
+_search_threads: int | None = None
+
+
 def set_search_threads(threads: int) -> None:
-    """FAISS's OpenMP threads for every index of this process (process-wide, like ``torch.set_num_threads``;
-    FAISS's default is one per core). A server searching small batches for concurrent requests wants 1: with 2 on
-    a busy 2-core machine, a search waits at OpenMP's barrier for a thread the other work keeps off the cores.
-    Raises ValueError for threads < 1."""
+    """FAISS's OpenMP threads for every search of this process, in whichever thread it runs (like
+    ``torch.set_num_threads``; FAISS's default is one per core). A server searching small batches for concurrent
+    requests wants 1: with 2 on a busy 2-core machine, a search waits at OpenMP's barrier for a thread the other
+    work keeps off the cores. OpenMP keeps this number per calling thread (``omp_set_num_threads``), so each
+    search sets it again in its own thread (the memory's batching thread is not the one that configured the
+    server). Raises ValueError for threads < 1."""
+    global _search_threads
     if threads < 1:
         raise ValueError("threads must be >= 1")
+    _search_threads = threads
     faiss.omp_set_num_threads(threads)
 
 

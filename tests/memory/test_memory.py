@@ -487,3 +487,37 @@ def test_the_server_searches_the_edit_index_with_torch_threads_openmp_threads(tm
 
     with pytest.raises(ValueError, match="threads must be >= 1"):
         set_search_threads(0)
+
+
+def test_a_search_in_another_thread_uses_the_configured_openmp_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OpenMP keeps its thread count per calling thread: the memory's batching thread, not the one that
+    configured the server, runs the searches, and must search with the configured count too."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import faiss
+
+    from keproxy.memory import index as index_module
+
+    def in_a_new_thread(fn):  # type: ignore[no-untyped-def]
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(fn).result()
+
+    default = in_a_new_thread(faiss.omp_get_max_threads)  # a new thread's count: OpenMP's default
+    wanted = default + 1
+    before = faiss.omp_get_max_threads()
+    monkeypatch.setattr(index_module, "_search_threads", None, raising=False)
+    index = EditIndex(dim=4)
+    index.add(np.eye(4, dtype=np.float32), ["a", "b", "c", "d"])
+    try:
+        index_module.set_search_threads(wanted)
+
+        def search() -> int:
+            assert index.search(np.eye(4, dtype=np.float32)[:1], 1)[1] == [["a"]]
+            return faiss.omp_get_max_threads()
+
+        assert in_a_new_thread(search) == wanted
+        assert in_a_new_thread(faiss.omp_get_max_threads) == default  # nothing else changed
+    finally:
+        faiss.omp_set_num_threads(before)
