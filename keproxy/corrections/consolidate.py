@@ -36,6 +36,7 @@ from keproxy.corrections.model import Tagged
 from keproxy.corrections.rewrite import differing_words, shape, word_changes
 from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
 from keproxy.corrections.tagging import snap_to_words, widen_to_words
+from keproxy.corrections.units import other_unit
 
 __all__ = [
     "Found",
@@ -341,8 +342,11 @@ def propagate(
         # after the same word ("pitch 4" and "pitch 4")
         single = len(text.strip()) < 2 and not (f.named and text.strip().isdigit())
         before = word_before(texts[f.turn], f.start).casefold()
+        measured = _NUMBER.fullmatch(text) is not None  # "3" of "3 s": its copies are in seconds too
         for turn, at, end in copies(texts, allowed, text, sentence_score, min_score=min_score):
             if single and (not before or word_before(texts[turn], at).casefold() != before):
+                continue
+            if measured and other_unit(texts[f.turn][f.end : f.end + 20], texts[turn][end : end + 20]):
                 continue
             if not any(t == turn and s < end and at < e for t, s, e in taken):
                 out.append(Found(turn, at, end, f.correction, f.weight * 0.5, f.named))

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import _NUMBER, Found, _stems, word_before
 from keproxy.corrections.rewrite import EDGE, shape
-from keproxy.corrections.units import AFTER_A_NUMBER
+from keproxy.corrections.units import AFTER_A_NUMBER, same_unit
 
 __all__ = [
     "counted",
@@ -94,8 +94,8 @@ def counted(
             if f not in following or word is None:
                 kept.append(f)
             elif _singular(word) != _singular(m.group(2)):
-                if _noun_stem(word) == noun:  # the same thing in other words ("430 responses"): the number
-                    kept.append(f)
+                if _noun_stem(word) == noun or same_unit(word, m.group(2)):
+                    kept.append(f)  # the same thing in other words ("430 responses", "3 s"): the number
             else:  # the span is the number and its noun, as the new value is
                 end = texts[f.turn].index(word, f.end) + len(word)
                 kept.append(Found(f.turn, f.start, end, f.correction, f.weight, f.named))

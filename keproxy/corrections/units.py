@@ -16,6 +16,7 @@ __all__ = [
     "measured_otherwise",
     "money_otherwise",
     "other_dimension",
+    "other_unit",
     "over_other_unit",
     "same_unit",
 ]
@@ -32,7 +33,8 @@ RANGE = re.compile(r"\d+(?:[.,:]\d+)*(?:\s*[-–]\s*\d+(?:[.,:]\d+)*)?")
 #: Unit words written short and long ("min" / "minutes"); a word that starts the other is the same unit too.
 _UNIT_ALIASES = {"h": "hour", "hr": "hour", "hrs": "hour", "kg": "kilogram", "kgs": "kilogram", "g": "gram",
                  "km": "kilometre", "kilometer": "kilometre", "ml": "millilitre", "milliliter": "millilitre",
-                 "l": "litre", "liter": "litre", "lb": "pound", "lbs": "pound", "m": "metre", "meter": "metre"}  # fmt: skip
+                 "l": "litre", "liter": "litre", "lb": "pound", "lbs": "pound", "m": "metre", "meter": "metre",
+                 "s": "second", "sec": "second", "secs": "second", "%": "percent", "pct": "percent"}  # fmt: skip
 
 
 def same_unit(a: str, b: str) -> bool:
@@ -111,6 +113,13 @@ def other_dimension(span: str, after: str, new: str) -> bool:
     if mine is not None and theirs is None:
         return _names_a_count(word)  # "8GB" is no count of "4 vCPU"
     return mine is not None and theirs is not None and mine != theirs
+
+
+def other_unit(after: str, after_copy: str) -> bool:
+    """Whether two numbers, by the text right after each, are measured in different units: the first written
+    with a unit of measure ("3 s", "30%") and the second not with the same one ("3 devices", "3 hours")."""
+    unit = _unit_after(after)
+    return _dimension(unit) is not None and not same_unit(unit, _unit_after(after_copy))
 
 
 def measured_otherwise(old: str, new: str) -> bool:

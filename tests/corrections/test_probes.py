@@ -29,6 +29,22 @@ def forwarded(understanding: CorrectionUnderstanding, turns: list[str]) -> list[
 
 
 PROBES = [
+    (  # a unit written short ("8 s") is the corrected value's unit ("10 seconds"): the user's notes change too
+        ["My espresso notes: grind 18 g, pre-infuse 8 s, pull 2 shots. What yield should I aim for?",
+         "Pre-infuse for 8 seconds, then aim for about 36 g out in 25-30 seconds for each of the 2 shots.",
+         "the pre-infusion is 10 seconds, not 8"],
+        ["My espresso notes: grind 18 g, pre-infuse 10 s, pull 2 shots. What yield should I aim for?",
+         "Pre-infuse for 10 seconds, then aim for about 36 g out in 25-30 seconds for each of the 2 shots."],
+    ),
+    (  # the corrected "3" of "3 s" is copied only where it is seconds: "3 hubs" is another fact
+        ["Notes for the smart plug manual: reset by holding the button 3 s; it pairs with up to 3 hubs.",
+         "## Resetting\nHold the button for 3 seconds until the light flashes.\n\n## Pairing\n"
+         "The plug pairs with up to 3 hubs at once.",
+         "the reset hold is 6 seconds, not 3"],
+        ["Notes for the smart plug manual: reset by holding the button 6 s; it pairs with up to 3 hubs.",
+         "## Resetting\nHold the button for 6 seconds until the light flashes.\n\n## Pairing\n"
+         "The plug pairs with up to 3 hubs at once."],
+    ),
     (  # two values joined in one turn, the second named by its row: each replaces its own row
         ["Quarterly signups for the board slide please.",
          "| Quarter | Signups |\n|---|---|\n| Q1 | 1,240 |\n| Q2 | 1,310 |\n| Q3 | 1,480 |",

@@ -9,6 +9,7 @@ from keproxy.corrections.units import (
     measured_otherwise,
     money_otherwise,
     other_dimension,
+    other_unit,
     over_other_unit,
     same_unit,
 )
@@ -17,10 +18,22 @@ from keproxy.corrections.units import (
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [("min", "minutes", True), ("hrs", "hours", True), ("kg", "kilos", True), ("ml", "millilitres", True),
-     ("min", "hours", False), ("cm", "kg", False)],
+     ("s", "seconds", True), ("secs", "second", True), ("min", "hours", False), ("cm", "kg", False),
+     ("s", "sachets", False)],
 )  # fmt: skip
 def test_a_unit_written_short_or_long_is_one_unit(a: str, b: str, same: bool) -> None:
     assert same_unit(a, b) is same
+
+
+@pytest.mark.parametrize(
+    ("after", "after_copy", "other"),
+    [(" s; it pairs", " seconds until", False), (" s; it pairs", " hubs at once", True),
+     ("%. Next", " percent", False), ("% off", " items", True),
+     (" hubs", " seconds", False),  # the first is no unit of measure: the counted-noun rules decide
+     (" kg", "", True)],
+)  # fmt: skip
+def test_a_copy_of_a_measured_number_is_in_its_unit(after: str, after_copy: str, other: bool) -> None:
+    assert other_unit(after, after_copy) is other
 
 
 @pytest.mark.parametrize(
