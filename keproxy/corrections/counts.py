@@ -62,6 +62,13 @@ def _counted_word(text: str, end: int) -> str | None:
     return m.group(1)
 
 
+def _noun_later(text: str, end: int, noun: str) -> bool:
+    """Whether the noun a number counts comes two or three words after it, past words that describe it ("32
+    incredible years", "five primary schools"), on the same clause."""
+    words = re.match(r"(?:[ \t]+[^\W\d_]+){2,3}", text[end:])
+    return words is not None and any(_noun_stem(w) == noun for w in words.group().split()[1:])
+
+
 def counted(
     found: Sequence[Found], texts: Sequence[str], pairs: Sequence[tuple[str | None, str]]
 ) -> list[Found]:
@@ -94,8 +101,14 @@ def counted(
             if f not in following or word is None:
                 kept.append(f)
             elif _singular(word) != _singular(m.group(2)):
-                if _noun_stem(word) == noun or same_unit(word, m.group(2)):
-                    kept.append(f)  # the same thing in other words ("430 responses", "3 s"): the number
+                if (
+                    _noun_stem(word) == noun
+                    or same_unit(word, m.group(2))
+                    or _noun_later(texts[f.turn], f.end, noun)
+                ):
+                    kept.append(
+                        f
+                    )  # the same thing in other words ("430 responses", "3 s", "32 incredible years")
             else:  # the span is the number and its noun, as the new value is
                 end = texts[f.turn].index(word, f.end) + len(word)
                 kept.append(Found(f.turn, f.start, end, f.correction, f.weight, f.named))

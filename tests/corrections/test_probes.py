@@ -29,6 +29,15 @@ def forwarded(understanding: CorrectionUnderstanding, turns: list[str]) -> list[
 
 
 PROBES = [
+    (  # a count described by a word between the number and its noun ("40 wonderful years") is the same count
+        ["Toast for my parents' anniversary: married 40 years, met at a dance in Leeds, 3 kids.",
+         "To Mum and Dad: 40 wonderful years since that dance in Leeds, 3 kids, and more laughter than any of us "
+         "can count.",
+         "it's actually 45 years this June"],
+        ["Toast for my parents' anniversary: married 45 years, met at a dance in Leeds, 3 kids.",
+         "To Mum and Dad: 45 wonderful years since that dance in Leeds, 3 kids, and more laughter than any of us "
+         "can count."],
+    ),
     (  # a unit written short ("8 s") is the corrected value's unit ("10 seconds"): the user's notes change too
         ["My espresso notes: grind 18 g, pre-infuse 8 s, pull 2 shots. What yield should I aim for?",
          "Pre-infuse for 8 seconds, then aim for about 36 g out in 25-30 seconds for each of the 2 shots.",
