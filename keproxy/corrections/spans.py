@@ -14,6 +14,7 @@ from typing import Any
 from keproxy.corrections.assign import choose_correction, match_values, value_runs
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.detect.cue_parser import parse_cues
+from keproxy.corrections.formats import DATE, calendar_date
 from keproxy.corrections.model import Tagged
 from keproxy.corrections.rewrite import shape
 from keproxy.corrections.tagging import snap_to_words, stale_core, widen_to_words
@@ -33,6 +34,7 @@ __all__ = [
     "paired_values",
     "quoted_old_values",
     "realised",
+    "same_dates",
     "same_form",
     "same_kind",
     "skeleton",
@@ -233,7 +235,22 @@ def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[
             and not list_marker(sentence, at, at + len(core))
             and not (len(core) == 1 and sentence[at] != old[a:b].strip())  # "M" named: not the "m" of "I'm"
         ]
+        out += [(x, y, k) for x, y in same_dates(sentence, old) if not any(x < e and s < y for s, e, _ in out)]
     return out
+
+
+def same_dates(sentence: str, value: str) -> list[tuple[int, int]]:
+    """(start, end) of each date of ``sentence`` that names the day and month ``value`` names in another format
+    ("28 February" and "Feb 28" for "28 Feb"); [] when ``value`` is no such date."""
+    m = DATE.fullmatch(value.strip())
+    day = calendar_date(m) if m else None
+    if day is None:
+        return []
+    return [
+        (d.start("d1") if d.group("d1") else d.start("m2"), d.end())  # the date, without a weekday before it
+        for d in DATE.finditer(sentence)
+        if calendar_date(d) == day and fold(sentence[d.start() : d.end()]) != fold(value.strip())
+    ]
 
 
 _MARKER_INDENT = re.compile(r"[ \t>*_-]*")

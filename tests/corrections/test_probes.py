@@ -29,6 +29,17 @@ def forwarded(understanding: CorrectionUnderstanding, turns: list[str]) -> list[
 
 
 PROBES = [
+    (  # a named old date is found in another format too ("October 3rd" for "3 Oct") and rewritten in it
+        ["Draft a note to the tenants: the boiler service is on 3 Oct, engineers arrive from 8am, access to every "
+         "flat needed.",
+         "Dear tenants,\n\nThe annual boiler service will take place on October 3rd. Engineers will arrive from 8am "
+         "and will need access to every flat.\n\nThank you,\nThe Management",
+         "the service is 10 Oct, not 3 Oct"],
+        ["Draft a note to the tenants: the boiler service is on 10 Oct, engineers arrive from 8am, access to every "
+         "flat needed.",
+         "Dear tenants,\n\nThe annual boiler service will take place on October 10th. Engineers will arrive from "
+         "8am and will need access to every flat.\n\nThank you,\nThe Management"],
+    ),
     (  # a count described by a word between the number and its noun ("40 wonderful years") is the same count
         ["Toast for my parents' anniversary: married 40 years, met at a dance in Leeds, 3 kids.",
          "To Mum and Dad: 40 wonderful years since that dance in Leeds, 3 kids, and more laughter than any of us "

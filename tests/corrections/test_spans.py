@@ -69,3 +69,12 @@ def test_a_whole_hour_states_its_hour() -> None:
 def test_a_tagged_value_stops_at_its_sentence_end(text: str, value: str) -> None:
     start = text.index(value.split()[0])
     assert text[start : within_sentence(text, start, len(text))] == value
+
+
+def test_a_named_date_is_found_in_its_other_formats() -> None:
+    from keproxy.corrections.spans import same_dates
+
+    text = "Quotes by 28 February, or by Feb 28 at the latest; not 28 Feb, and not 28 March."
+    assert [text[a:b] for a, b in same_dates(text, "28 Feb")] == ["28 February", "Feb 28"]
+    assert same_dates(text, "the 28th") == []  # no month: no date to compare
+    assert same_dates(text, "Friday") == []
