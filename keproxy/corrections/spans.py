@@ -235,7 +235,9 @@ def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[
             and not list_marker(sentence, at, at + len(core))
             and not (len(core) == 1 and sentence[at] != old[a:b].strip())  # "M" named: not the "m" of "I'm"
         ]
-        out += [(x, y, k) for x, y in same_dates(sentence, old) if not any(x < e and s < y for s, e, _ in out)]
+        out += [
+            (x, y, k) for x, y in same_dates(sentence, old) if not any(x < e and s < y for s, e, _ in out)
+        ]
     return out
 
 
