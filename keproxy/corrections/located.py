@@ -17,7 +17,7 @@ from __future__ import annotations
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.bounds import narrow, whole_token
 from keproxy.corrections.counts import with_counted_noun
-from keproxy.corrections.formats import clashing_kinds, written_run
+from keproxy.corrections.formats import DATE, clashing_kinds, written_run
 from keproxy.corrections.grammar import keep_brackets, noun_agreeing, unshouted, with_article
 from keproxy.corrections.rewrite import aligned_run, replacement, unquoted
 from keproxy.corrections.schedule import schedule_run, value_by_value
@@ -57,6 +57,10 @@ def _located_edit(
     run = written_run(text, start, end, unquoted(new)) or (
         None if old and len(old.split()) > 1 else aligned_run(text, start, end, unquoted(new))
     )
+    if run is None and old and len(old.split()) > 1 and DATE.fullmatch(text, start, end):
+        # a date found for an old clause ("3 August" for "We're moving on the 3rd of August"): its new date
+        dates = [d.group() for d in DATE.finditer(new)]
+        run = written_run(text, start, end, dates[0]) if len(dates) == 1 else None
     after: str | None
     if run is not None:
         start, end, after = run

@@ -220,7 +220,9 @@ def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[
     """(start, end, correction index) of each whole-word occurrence (ignoring case) of a named old value in a
     sentence the stale tagger flagged (of its differing words, :func:`stale_core`, when it has three or more
     words): when the user names what was wrong, that is the span, wherever the tagger's word tags point. A
-    named letter ("a size L, not M") is found in its own case only."""
+    named letter ("a size L, not M") is found in its own case only. A named date (or the date of an old clause
+    its differing words are in: "the 3rd of August" of "We're moving on the 3rd of August") is also found in
+    its other formats (:func:`same_dates`)."""
     out: list[tuple[int, int, int]] = []
     folded = sentence.casefold()
     for k, (old, new) in enumerate(pairs):
@@ -235,23 +237,25 @@ def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[
             and not list_marker(sentence, at, at + len(core))
             and not (len(core) == 1 and sentence[at] != old[a:b].strip())  # "M" named: not the "m" of "I'm"
         ]
+        date = next((d.group() for d in DATE.finditer(old) if d.start() <= a and b <= d.end()), old[a:b])
         out += [
-            (x, y, k) for x, y in same_dates(sentence, old) if not any(x < e and s < y for s, e, _ in out)
+            (x, y, k) for x, y in same_dates(sentence, date) if not any(x < e and s < y for s, e, _ in out)
         ]
     return out
 
 
 def same_dates(sentence: str, value: str) -> list[tuple[int, int]]:
     """(start, end) of each date of ``sentence`` that names the day and month ``value`` names in another format
-    ("28 February" and "Feb 28" for "28 Feb"); [] when ``value`` is no such date."""
-    m = DATE.fullmatch(value.strip())
-    day = calendar_date(m) if m else None
+    ("28 February" and "Feb 28" for "28 Feb"); ``value``: a date, or a clause with one date in it ("We're moving
+    on the 3rd of August"); [] when it names no day and month."""
+    dates = list(DATE.finditer(value))
+    day = calendar_date(dates[0]) if len(dates) == 1 else None
     if day is None:
         return []
     return [
         (d.start("d1") if d.group("d1") else d.start("m2"), d.end())  # the date, without a weekday before it
         for d in DATE.finditer(sentence)
-        if calendar_date(d) == day and fold(sentence[d.start() : d.end()]) != fold(value.strip())
+        if calendar_date(d) == day and fold(d.group()) != fold(dates[0].group())
     ]
 
 

@@ -91,6 +91,7 @@ from keproxy.corrections.spans import (
     paired_values,
     quoted_old_values,
     realised,
+    same_dates,
     same_form,
     stated_changes,
     within_sentence,
@@ -414,9 +415,10 @@ class CorrectionUnderstanding:
                 edits += mine
         for k, (old, new) in enumerate(pairs):
             if len(new.split()) >= 5 and not realised(texts, edits, k, new):
-                edits = [
-                    e for e in edits if e.correction != k or e.before.casefold() in (old or "").casefold()
-                ]
+                edits = [  # the old clause's words, or its date written otherwise ("3 August" for "the 3rd of August")
+                    e for e in edits
+                    if e.correction != k or e.before.casefold() in (old or "").casefold() or same_dates(e.before, old or "")
+                ]  # fmt: skip
                 edits += self._restated(messages, texts, turn, new, k, flagged, skip, edits)
         edits += number_word_copies(texts, turns, edits)
         edits = named_over_tagged(texts, turns, turn, pairs, edits)  # "the villa's £2,450": not the flights'

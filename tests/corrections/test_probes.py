@@ -29,6 +29,13 @@ def forwarded(understanding: CorrectionUnderstanding, turns: list[str]) -> list[
 
 
 PROBES = [
+    (  # a KEIC template's old clause holds a date: its copy in another format ("9 May") changes with it
+        ["Our open day is on the 9th of May, doors at 10am. Can you write a short poster text?",
+         "**Open Day – 9 May**\nDoors open at 10am. Tours, taster lessons and cake. Everyone welcome!",
+         'Wrong. It\'s not "Our open day is on the 9th of May", but "Our open day is on the 16th of May".'],
+        ["Our open day is on the 16th of May, doors at 10am. Can you write a short poster text?",
+         "**Open Day – 16 May**\nDoors open at 10am. Tours, taster lessons and cake. Everyone welcome!"],
+    ),
     (  # a named old date is found in another format too ("October 3rd" for "3 Oct") and rewritten in it
         ["Draft a note to the tenants: the boiler service is on 3 Oct, engineers arrive from 8am, access to every "
          "flat needed.",
