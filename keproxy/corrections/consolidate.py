@@ -26,12 +26,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.bounds import MARKS, in_identifier
-from keproxy.corrections.formats import date_around, spaced_thousands
+from keproxy.corrections.formats import DATE, date_around, spaced_thousands
 from keproxy.corrections.model import Tagged
 from keproxy.corrections.rewrite import differing_words, shape, word_changes
 from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
@@ -209,8 +209,18 @@ _PER_UNIT = re.compile(r"/[^\W\d_]+")
 def current(found: Sequence[Found], texts: Sequence[str], news: Sequence[str]) -> list[Found]:
     """``found`` without the spans that already state their correction's new value (:func:`states`: the tagged
     "125" of "125 g butter" for the new value "125 g"): where the
-    chat already says the new value, the fact is right, and such a span must not win the choice of one fact."""
-    return [f for f in found if f.named or not states(texts[f.turn][f.start : f.end], news[f.correction])]
+    chat already says the new value, the fact is right, and such a span must not win the choice of one fact. The
+    day of a date that a new date keeps is the whole date ("7" of "7 July" under "7 August")."""
+    out = []
+    for f in found:
+        new = news[f.correction]
+        if not f.named and states(texts[f.turn][f.start : f.end], new) and DATE.search(new):
+            # the day a new date keeps, of a date it changes: the date is the value ("7" of "7 July", "7 August")
+            date = date_around(texts[f.turn], f.start, f.end)
+            f = f if date is None else replace(f, start=date[0], end=date[1])
+        if f.named or not states(texts[f.turn][f.start : f.end], new):
+            out.append(f)
+    return out
 
 
 _NUMBER_WORDS = frozenset(

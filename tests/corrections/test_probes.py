@@ -29,6 +29,15 @@ def forwarded(understanding: CorrectionUnderstanding, turns: list[str]) -> list[
 
 
 PROBES = [
+    (  # a new date that keeps the day of the old one: the whole date is the value (was "by 12 April March")
+        ["List the steps to renew my passport before the trip.",
+         "1. Fill in the online form (about 20 minutes).\n2. Upload a photo taken in the last month.\n3. Pay the "
+         "£88.50 fee.\n4. Post your old passport within 3 working days.\n5. Expect the new one by 12 March.",
+         "step 5 is off by a month, the new one should come by 12 April"],
+        ["List the steps to renew my passport before the trip.",
+         "1. Fill in the online form (about 20 minutes).\n2. Upload a photo taken in the last month.\n3. Pay the "
+         "£88.50 fee.\n4. Post your old passport within 3 working days.\n5. Expect the new one by 12 April."],
+    ),
     (  # a KEIC template's old clause holds a date: its copy in another format ("9 May") changes with it
         ["Our open day is on the 9th of May, doors at 10am. Can you write a short poster text?",
          "**Open Day – 9 May**\nDoors open at 10am. Tours, taster lessons and cake. Everyone welcome!",
