@@ -47,6 +47,7 @@ from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.bounds import narrow
 from keproxy.corrections.bundled import tag_bundled
 from keproxy.corrections.claims import reported_claim
+from keproxy.corrections.clauses import clause_value, restated_clause
 from keproxy.corrections.consolidate import (
     Found,
     current,
@@ -54,7 +55,6 @@ from keproxy.corrections.consolidate import (
     one_fact,
     propagate,
     restated,
-    restated_words,
     standalone,
     support,
     typed_candidates,
@@ -78,14 +78,13 @@ from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.located import located_edits
 from keproxy.corrections.model import MODELS_DIR, Tagger
 from keproxy.corrections.retyped import retyped
-from keproxy.corrections.rewrite import shape, unquoted
+from keproxy.corrections.rewrite import shape
 from keproxy.corrections.siblings import labelled_copies, old_in_new_form, one_value_per_sentence
 from keproxy.corrections.spans import (
     find_all,
     fold,
     named_in_full,
     named_spans,
-    occurrences,
     one_fact_each,
     oriented,
     paired_values,
@@ -419,7 +418,7 @@ class CorrectionUnderstanding:
                     e for e in edits
                     if e.correction != k or e.before.casefold() in (old or "").casefold() or same_dates(e.before, old or "")
                 ]  # fmt: skip
-                edits += self._restated(messages, texts, turn, new, k, flagged, skip, edits)
+                edits += self._clause(messages, texts, turn, old, new, k, flagged, skip, edits)
         edits += number_word_copies(texts, turns, edits)
         edits = named_over_tagged(texts, turns, turn, pairs, edits)  # "the villa's £2,450": not the flights'
         edits += anchored_edits(texts, turns, turn, pairs, edits)  # facts named by words, nothing tagged
@@ -429,46 +428,51 @@ class CorrectionUnderstanding:
         edits = within_named_clauses(texts, turn, pairs, edits)  # "pick-up ... gate 3, drop-off ... gate 3"
         return capitalised(texts, turn, edits + follow_on_edits(texts, turns, edits))
 
-    def _restated(
+    def _clause(
         self,
         messages: Sequence[Mapping[str, Any]],
         texts: Sequence[str],
         turn: int,
+        old: str | None,
         new: str,
         k: int,
         flagged: Sequence[tuple[int, int, int]],
         skip: set[int],
         edits: Sequence[SpanEdit],
     ) -> list[SpanEdit]:
-        """The clause ``new`` restates, replaced whole: the locator's best span when it clears the locator's own
-        threshold, else its best span inside a sentence the stale tagger flagged."""
-        ranked = self.locator.rank(messages, new, turn, k=10, exclude=skip)
-        inside = [r for r in ranked if any(i == r.turn_index and a <= r.start < b for i, a, b in flagged)]
-        best = ranked[:1] if ranked and ranked[0].score >= self.locator.min_score else []
-        for span in best or inside[:1]:
-            clash = any(
-                e.turn_index == span.turn_index and e.start < span.end and span.start < e.end for e in edits
-            )
-            if not clash:
-                text = texts[span.turn_index]
-                before = text[span.start : span.end]
-                after = unquoted(new)
-                if before[:1].isupper() and after[:1].islower():
-                    after = after[0].upper() + after[1:]
-                elif (
-                    before[:1].islower()
-                    and after[:1].isupper()
-                    and span.start > 0
-                    and text[: span.start].rstrip()[-1:] not in ".!?\n"
-                ):
-                    after = after[0].lower() + after[1:] if not after.split()[0].isupper() else after
-                found = [SpanEdit(span.turn_index, span.start, span.end, before, after, k)]
-                if len(before.split()) >= 3:  # the same clause repeated in other turns is as stale
-                    for index, at in occurrences(messages, texts, turn, skip, before, fold_case=False):
-                        if (index, at) != (span.turn_index, span.start):
-                            found.append(SpanEdit(index, at, at + len(before), before, after, k))
-                return restated_words(messages, texts, turn, skip, found, flagged)
-        return []
+        """The edits of a clause ``new`` not yet realised: when it holds one value the chat does not state yet
+        (:func:`clause_value`), that value located as a short new value (the minimal edit: "The bake sale raised
+        $1,420" changes "$1,240" and nothing else the sentence says), unless the clause is not realised by it and
+        the locator is sure of a span the clause mostly restates; else, or when that finds nothing, the clause
+        it restates, replaced whole (:func:`restated_clause`)."""
+        value = None if old or any(e.correction == k for e in edits) else clause_value(new)
+        if value and fold(value) in fold(" ".join(texts[:turn])):
+            value = None  # the chat already says it: not what the clause changes ("on 5 June")
+        args = (self.locator, messages, texts, turn, new, k, flagged, skip, edits)
+        if not value:
+            return restated_clause(*args)
+        mine = self._locate(messages, texts, turn, [(None, value)], skip)
+        taken = [(e.turn_index, e.start, e.end) for e in edits]
+        mine = [  # inside a sentence the stale tagger relates to the clause, over nothing already edited
+            replace(e, correction=k)
+            for e in mine
+            if any(t == e.turn_index and a <= e.start < b for t, a, b in flagged)
+            and not any(t == e.turn_index and a < e.end and e.start < b for t, a, b in taken)
+        ]
+        if mine and realised(texts, [*edits, *mine], k, new):
+            return mine  # the value was all the clause changed
+        # a sure clause is taken when it mostly restates the span it replaces (KEIC's in-place [N]); a span that
+        # says much more than the clause would lose it, and the value's edits are taken instead
+        clause = restated_clause(*args, sure=True)
+        if clause and all(_restates(e.before, new) for e in clause):
+            return clause
+        return mine or clause or restated_clause(*args)
+
+
+def _restates(span: str, clause: str) -> bool:
+    """Whether at least half of ``span``'s words are words of ``clause`` (case and punctuation ignored)."""
+    words, theirs = _CONTENT.findall(span.casefold()), set(_CONTENT.findall(clause.casefold()))
+    return bool(words) and sum(w in theirs for w in words) >= len(words) / 2
 
 
 def factory(resources: DetectorResources) -> CorrectionDetector:

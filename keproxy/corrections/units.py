@@ -13,6 +13,7 @@ __all__ = [
     "AFTER_A_NUMBER",
     "MEASURED",
     "RANGE",
+    "measure_dimension",
     "measured_otherwise",
     "money_otherwise",
     "other_dimension",
@@ -71,6 +72,11 @@ AFTER_A_NUMBER = frozenset(
      "were", "the", "more", "less", "instead", "not", "but", "so", "if", "then", "as", "please", "total", "times"}
 )  # fmt: skip
 _NOT_A_NOUN = AFTER_A_NUMBER | {"extra", "only", "now"}
+
+
+def measure_dimension(word: str) -> str | None:
+    """The dimension of a unit word ("min" -> "time", "°C" -> "temperature"); None for any other word."""
+    return _dimension(word)
 
 
 def _dimension(word: str) -> str | None:

@@ -29,6 +29,18 @@ def forwarded(understanding: CorrectionUnderstanding, turns: list[str]) -> list[
 
 
 PROBES = [
+    (  # a restated clause holding one new value changes that value only (was "Write a short note for the street
+        # party raised £980.": the clause the locator chose, replaced whole, took the rest of the request with it)
+        ["Write a short note for the neighbours: our street party raised £860 for the playground fund, thanks to "
+         "everyone who baked.",
+         "Dear neighbours,\n\nThanks to your cakes and your generosity, together we raised £860 for the new "
+         "playground equipment fund! See you next summer.",
+         'Actually, "The street party raised £980."'],
+        ["Write a short note for the neighbours: our street party raised £980 for the playground fund, thanks to "
+         "everyone who baked.",
+         "Dear neighbours,\n\nThanks to your cakes and your generosity, together we raised £980 for the new "
+         "playground equipment fund! See you next summer."],
+    ),
     (  # a new date that keeps the day of the old one: the whole date is the value (was "by 12 April March")
         ["List the steps to renew my passport before the trip.",
          "1. Fill in the online form (about 20 minutes).\n2. Upload a photo taken in the last month.\n3. Pay the "

@@ -1,0 +1,105 @@
+"""Clauses a new-only correction restates: where they stand, and the one value a clause holds.
+
+A new-only correction may restate a whole clause ("Actually, the bus departs at 7:45", KEIC App. B.2 templates
+10-15). :func:`restated_clause` finds the clause it restates and replaces it whole. When the earlier turns word the
+fact otherwise, the locator is unsure, and a whole clause replaced there would lose what else it said; if the new
+clause holds exactly one value of a kind that can be told by its shape (:func:`clause_value`: a date, a time, a
+weekday, an amount of money, a percentage, a short code, or a number with a unit of measure), the pipeline locates
+that value on its own instead, as a short new value
+(:meth:`~keproxy.corrections.understand.CorrectionUnderstanding._clause`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.consolidate import restated_words
+from keproxy.corrections.formats import KIND_PATTERNS
+from keproxy.corrections.locate import SpanLocator
+from keproxy.corrections.rewrite import unquoted
+from keproxy.corrections.spans import occurrences
+from keproxy.corrections.units import MEASURED, measure_dimension
+
+__all__ = ["clause_value", "restated_clause"]
+
+
+def clause_value(clause: str) -> str | None:
+    """The one value ``clause`` states (its text as written), or None when it holds none or several.
+
+    >>> clause_value("The bake sale raised $1,420")
+    '$1,420'
+    >>> clause_value("the bike weighs 23 kg")
+    '23 kg'
+    >>> clause_value("The webinar is on Thursday 20 November.")
+    'Thursday 20 November'
+    >>> clause_value("We leave at 7:45 and land at 9:30") is None
+    True
+    """
+    found: list[tuple[int, int]] = []
+    for pattern in KIND_PATTERNS.values():
+        found += [m.span() for m in pattern.finditer(clause)]
+    found += [
+        m.span()
+        for m in MEASURED.finditer(clause)
+        if measure_dimension(m.group(3)) and not m.group(3).isupper()
+    ]
+    # the longest of overlapping matches ("Thursday 20 November" over "Thursday"; "£12" over "12 GBP")
+    spans = sorted(set(found), key=lambda s: (s[0], -s[1]))
+    whole: list[tuple[int, int]] = []
+    for start, end in spans:
+        if whole and start < whole[-1][1]:
+            if end > whole[-1][1]:
+                whole[-1] = (whole[-1][0], end)
+            continue
+        whole.append((start, end))
+    if len(whole) != 1:
+        return None
+    return clause[whole[0][0] : whole[0][1]].strip(" .,;:!?")
+
+
+def restated_clause(
+    locator: SpanLocator,
+    messages: Sequence[Mapping[str, Any]],
+    texts: Sequence[str],
+    turn: int,
+    new: str,
+    k: int,
+    flagged: Sequence[tuple[int, int, int]],
+    skip: set[int],
+    edits: Sequence[SpanEdit],
+    sure: bool = False,
+) -> list[SpanEdit]:
+    """The clause ``new`` (correction ``k`` of user turn ``turn``) restates, replaced whole: ``locator``'s best
+    span when it clears the locator's own threshold, else (unless ``sure``) its best span inside a sentence the
+    stale tagger flagged (``flagged``: (turn, start, end)); none that overlaps ``edits``. The same clause repeated
+    word for word in other turns is replaced too, and the replacement is trimmed to the words that differ
+    (:func:`~keproxy.corrections.consolidate.restated_words`). [] when nothing is found."""
+    ranked = locator.rank(messages, new, turn, k=10, exclude=skip)
+    inside = [r for r in ranked if any(i == r.turn_index and a <= r.start < b for i, a, b in flagged)]
+    best = ranked[:1] if ranked and ranked[0].score >= locator.min_score else []
+    for span in best or ([] if sure else inside[:1]):
+        clash = any(
+            e.turn_index == span.turn_index and e.start < span.end and span.start < e.end for e in edits
+        )
+        if not clash:
+            text = texts[span.turn_index]
+            before = text[span.start : span.end]
+            after = unquoted(new)
+            if before[:1].isupper() and after[:1].islower():
+                after = after[0].upper() + after[1:]
+            elif (
+                before[:1].islower()
+                and after[:1].isupper()
+                and span.start > 0
+                and text[: span.start].rstrip()[-1:] not in ".!?\n"
+            ):
+                after = after[0].lower() + after[1:] if not after.split()[0].isupper() else after
+            found = [SpanEdit(span.turn_index, span.start, span.end, before, after, k)]
+            if len(before.split()) >= 3:  # the same clause repeated in other turns is as stale
+                for index, at in occurrences(messages, texts, turn, skip, before, fold_case=False):
+                    if (index, at) != (span.turn_index, span.start):
+                        found.append(SpanEdit(index, at, at + len(before), before, after, k))
+            return restated_words(messages, texts, turn, skip, found, flagged)
+    return []
