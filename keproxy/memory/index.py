@@ -475,12 +475,10 @@ _search_threads: int | None = None
 
 
 def set_search_threads(threads: int) -> None:
-    """FAISS's OpenMP threads for every search of this process, in whichever thread it runs (like
-    ``torch.set_num_threads``; FAISS's default is one per core). A server searching small batches for concurrent
-    requests wants 1: with 2 on a busy 2-core machine, a search waits at OpenMP's barrier for a thread the other
-    work keeps off the cores. OpenMP keeps this number per calling thread (``omp_set_num_threads``), so each
-    search sets it again in its own thread (the memory's batching thread is not the one that configured the
-    server). Raises ValueError for threads < 1."""
+    """FAISS's OpenMP threads for every search of this process, in whichever thread it runs (FAISS's default: one
+    per core). A server searching small batches for concurrent requests wants 1: with 2 on a busy 2-core machine,
+    a search waits at OpenMP's barrier for a thread other work keeps off the cores. OpenMP keeps the number per
+    calling thread, so each search sets it in its own (the memory's batching thread). Raises ValueError for < 1."""
     global _search_threads
     if threads < 1:
         raise ValueError("threads must be >= 1")
