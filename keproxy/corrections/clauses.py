@@ -45,7 +45,7 @@ def clause_value(clause: str) -> str | None:
         for m in MEASURED.finditer(clause)
         if measure_dimension(m.group(3)) and not m.group(3).isupper()
     ]
-    # the longest of overlapping matches ("Thursday 20 November" over "Thursday"; "£12" over "12 GBP")
+    # overlapping matches are one value, their union ("Thursday 20 November" holds "Thursday")
     spans = sorted(set(found), key=lambda s: (s[0], -s[1]))
     whole: list[tuple[int, int]] = []
     for start, end in spans:

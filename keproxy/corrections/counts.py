@@ -101,14 +101,13 @@ def counted(
             if f not in following or word is None:
                 kept.append(f)
             elif _singular(word) != _singular(m.group(2)):
+                # the same thing in other words ("430 responses", "3 s", "32 incredible years"): the number
                 if (
                     _noun_stem(word) == noun
                     or same_unit(word, m.group(2))
                     or _noun_later(texts[f.turn], f.end, noun)
                 ):
-                    kept.append(
-                        f
-                    )  # the same thing in other words ("430 responses", "3 s", "32 incredible years")
+                    kept.append(f)
             else:  # the span is the number and its noun, as the new value is
                 end = texts[f.turn].index(word, f.end) + len(word)
                 kept.append(Found(f.turn, f.start, end, f.correction, f.weight, f.named))

@@ -414,10 +414,14 @@ class CorrectionUnderstanding:
                 edits += mine
         for k, (old, new) in enumerate(pairs):
             if len(new.split()) >= 5 and not realised(texts, edits, k, new):
-                edits = [  # the old clause's words, or its date written otherwise ("3 August" for "the 3rd of August")
-                    e for e in edits
-                    if e.correction != k or e.before.casefold() in (old or "").casefold() or same_dates(e.before, old or "")
-                ]  # fmt: skip
+                # the old clause's words, or its date written otherwise ("3 August" for "the 3rd of August")
+                edits = [
+                    e
+                    for e in edits
+                    if e.correction != k
+                    or e.before.casefold() in (old or "").casefold()
+                    or same_dates(e.before, old or "")
+                ]
                 edits += self._clause(messages, texts, turn, old, new, k, flagged, skip, edits)
         edits += number_word_copies(texts, turns, edits)
         edits = named_over_tagged(texts, turns, turn, pairs, edits)  # "the villa's £2,450": not the flights'

@@ -76,11 +76,6 @@ _NOT_A_NOUN = AFTER_A_NUMBER | {"extra", "only", "now"}
 
 def measure_dimension(word: str) -> str | None:
     """The dimension of a unit word ("min" -> "time", "°C" -> "temperature"); None for any other word."""
-    return _dimension(word)
-
-
-def _dimension(word: str) -> str | None:
-    """The dimension of a unit word ("min" -> "time", "°C" -> "temperature"); None for any other word."""
     word = word.strip(".,;:!?()").casefold()
     return next((name for name, units in _DIMENSIONS.items() if word in units), None)
 
@@ -115,7 +110,7 @@ def other_dimension(span: str, after: str, new: str) -> bool:
     word = _unit_of_value(new)
     if not RANGE.fullmatch(span) or word is None:
         return False
-    mine, theirs = _dimension(unit), _dimension(word)
+    mine, theirs = measure_dimension(unit), measure_dimension(word)
     if mine is not None and theirs is None:
         return _names_a_count(word)  # "8GB" is no count of "4 vCPU"
     return mine is not None and theirs is not None and mine != theirs
@@ -125,7 +120,7 @@ def other_unit(after: str, after_copy: str) -> bool:
     """Whether two numbers, by the text right after each, are measured in different units: the first written
     with a unit of measure ("3 s", "30%") and the second not with the same one ("3 devices", "3 hours")."""
     unit = _unit_after(after)
-    return _dimension(unit) is not None and not same_unit(unit, _unit_after(after_copy))
+    return measure_dimension(unit) is not None and not same_unit(unit, _unit_after(after_copy))
 
 
 def measured_otherwise(old: str, new: str) -> bool:
@@ -145,8 +140,8 @@ def over_other_unit(text: str, start: int, end: int, new: str) -> int:
     unit = re.match(r"\s?([^\W\d_]+|°[CF])\b", text[end:])
     if unit is None or not theirs or same_unit(unit.group(1), theirs):
         return end
-    mine = _dimension(unit.group(1))
-    return end + unit.end() if mine is not None and mine == _dimension(theirs) else end
+    mine = measure_dimension(unit.group(1))
+    return end + unit.end() if mine is not None and mine == measure_dimension(theirs) else end
 
 
 _CURRENCY = "£$€¥₹"
