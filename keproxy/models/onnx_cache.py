@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -102,18 +103,24 @@ def quantize_matmuls(source: Path, target: Path) -> None:
     output channel, activations quantized per call. Raises ImportError without onnxruntime and onnx."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # per-tensor scales gave cosine 0.94-0.98 to fp32 on short sentences, per-channel 0.98-0.997
-    # (bench/encoder_runtime.py measures it on ~1,000)
-    write_atomically(
-        target,
-        lambda tmp: quantize_dynamic(
-            str(source),
-            str(tmp),
-            weight_type=QuantType.QInt8,
-            op_types_to_quantize=["MatMul"],
-            per_channel=True,
-        ),
-    )
+    def quantize(tmp: Path) -> None:
+        # onnxruntime writes the shape-inferred model beside its input ("<stem>-inferred.onnx") and deletes it:
+        # two processes quantizing one cached graph at once (workers starting together) would read each other's
+        # half-written or deleted file, so each quantizes a private copy
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".quantize-") as private:
+            copy = Path(private) / source.name
+            shutil.copyfile(source, copy)
+            # per-tensor scales gave cosine 0.94-0.98 to fp32 on short sentences, per-channel 0.98-0.997
+            # (bench/encoder_runtime.py measures it on ~1,000)
+            quantize_dynamic(
+                str(copy),
+                str(tmp),
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul"],
+                per_channel=True,
+            )
+
+    write_atomically(target, quantize)
 
 
 def model_file(folder: Path, stem: str, runtime: str) -> Path:
