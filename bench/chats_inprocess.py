@@ -20,6 +20,7 @@ import os
 import pickle
 import time
 
+from keproxy.corrections.model import RUNTIMES
 from keproxy.corrections.understand import CorrectionUnderstanding, UnderstandingOptions
 from keproxy.editors.history.patch import apply_span_edits
 from keproxy.eval.chats.metrics import score_chat, summarize
@@ -33,10 +34,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=None)
     parser.add_argument("--options", default="{}", help="UnderstandingOptions overrides as JSON (ablations)")
+    parser.add_argument(
+        "--runtime", default=None, choices=RUNTIMES, help="the taggers' runtime (default: onnx)"
+    )
     args = parser.parse_args()
     chats = load_chats(args.data)
     options = UnderstandingOptions(**json.loads(args.options))
-    understanding = CorrectionUnderstanding(threads=args.threads, options=options)
+    understanding = CorrectionUnderstanding(threads=args.threads, options=options, runtime=args.runtime)
     taggers = (understanding.turn_tagger, understanding.stale_tagger)
     for tagger in taggers:
         tagger.cache_size = 10**7

@@ -9,8 +9,10 @@ ms over ``--repeats`` runs (after ``--warmup``) per runtime and thread count sid
 turns within each repetition, so a change of the machine's load falls on all of them), for the correction
 for a chat whose last turn is a look-alike that corrects nothing, and for one whose last turn is an ordinary
 request, then the edits each runtime made. ``--gate on off`` (the default) runs each runtime with and without the
-correction gate (:mod:`keproxy.corrections.gate`) in front of the turn tagger, side by side. Each case is timed cold (the taggers' caches emptied before every run) and with the history cached (the steady state of a
-chat: only the new last turn and its candidate sentences are tagged).
+correction gate (:mod:`keproxy.corrections.gate`) in front of the turn tagger, side by side; ``--named-first on off``
+with the stale tagger sent only the sentences naming the correction's old values (``named_first``, the default) and
+with every candidate sentence. Each case is timed cold (the taggers' caches emptied before every run) and with the
+history cached (the steady state of a chat: only the new last turn and its candidate sentences are tagged).
 
     .venv/bin/python bench/understanding.py --repeats 100 --runtimes torch onnx onnx-int8 --threads 1 2
 """
@@ -128,6 +130,10 @@ def main() -> None:
         "--gate", nargs="+", default=["on", "off"], choices=["on", "off"],
         help="with the correction gate in front of the turn tagger (on), without (off), or both side by side",
     )  # fmt: skip
+    parser.add_argument(
+        "--named-first", nargs="+", default=["on"], choices=["on", "off"],
+        help="with the stale tagger sent only the sentences naming the old values (on), all candidates (off)",
+    )  # fmt: skip
     args = parser.parse_args()
     cases = (
         ("correction", "Small detail: Pelle said the pier collapsed in 1978, not 1987."),
@@ -135,17 +141,26 @@ def main() -> None:
         ("request", "Lovely. Could you retell it in three sentences, as a radio host would have in 1978?"),
     )
     gates = [g == "on" for g in args.gate]
+    named = [n == "on" for n in args.named_first]
     label = {True: "", False: ", no gate"}
-    columns = [(f"{r}{label[g]}", t) for t in args.threads for r in args.runtimes for g in gates]
+    naming = {True: "", False: ", all candidates"}
+    columns = [
+        (f"{r}{label[g]}{naming[n]}", t)
+        for t in args.threads
+        for r in args.runtimes
+        for g in gates
+        for n in named
+    ]
     figures: dict[tuple[str, bool], list[str]] = {}
     edits: dict[str, list[str]] = {}
     for threads in args.threads:
         detectors = {
-            f"{runtime}{label[gate]}": CorrectionUnderstanding(
-                runtime=runtime, threads=threads, options=UnderstandingOptions(gate=gate)
+            f"{runtime}{label[gate]}{naming[first]}": CorrectionUnderstanding(
+                runtime=runtime, threads=threads, options=UnderstandingOptions(gate=gate, named_first=first)
             )
             for runtime in args.runtimes
             for gate in gates
+            for first in named
         }
         for name, last in cases:
             messages = chat(last)

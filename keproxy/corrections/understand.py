@@ -12,9 +12,10 @@ those characters and nothing else:
    the tagger read (:mod:`keproxy.corrections.anchors`, :mod:`keproxy.corrections.spelling`); with ``bundled``,
    a turn of several sentences it does not call a correction is read sentence by sentence
    (:mod:`keproxy.corrections.bundled`).
-2. **locate**: the sentences of the earlier user and assistant turns (at most ``max_candidates``, those sharing
-   the most words and value kinds with the correction first) go to the stale tagger with the correcting turn;
-   it tags the words each sentence must change.
+2. **locate**: the sentences of the earlier user and assistant turns go to the stale tagger with the correcting
+   turn (:mod:`keproxy.corrections.candidates`: those naming an old value when the turn names every old value,
+   else at most ``max_candidates``, those sharing the most words and value kinds with it first); it tags the
+   words each sentence must change.
 3. **rewrite**: each tagged span becomes the correction's new value fitted to it
    (:func:`keproxy.corrections.rewrite.replacement`). A new value that restates a whole clause (five words or
    more, as KEIC templates 10-15 do) must then stand in the sentence word for word; when the word-level edit
@@ -46,6 +47,7 @@ from keproxy.corrections.anchors import (
 from keproxy.corrections.base import Correction, CorrectionDetector, SpanEdit
 from keproxy.corrections.bounds import narrow
 from keproxy.corrections.bundled import tag_bundled
+from keproxy.corrections.candidates import stale_candidates
 from keproxy.corrections.claims import reported_claim
 from keproxy.corrections.clauses import clause_value, restated_clause
 from keproxy.corrections.consolidate import (
@@ -97,7 +99,7 @@ from keproxy.corrections.spans import (
     words_within,
 )
 from keproxy.corrections.spelling import near_spelling
-from keproxy.corrections.tagging import candidate_sentences, context_of, snap_to_words, value_words
+from keproxy.corrections.tagging import context_of, snap_to_words
 from keproxy.corrections.units import measured_otherwise
 from keproxy.messages import message_text
 
@@ -139,6 +141,9 @@ class UnderstandingOptions(BaseModel):
     """Also tag each sentence of a turn of several that the turn tagger does not call a correction as a whole (a
     correction after a request: :mod:`keproxy.corrections.bundled`). Off by default: it finds such corrections
     but also reads a few look-alikes' sentences as corrections (4 of the corpus train split's 1,523 negatives)."""
+    named_first: bool = True
+    """When the correcting turn names every old value and each is found (in any of its formats) in an earlier
+    sentence, send only the sentences that name one to the stale tagger."""
     gate: bool = True
     """Send only the user turns the correction gate (:mod:`keproxy.corrections.gate`) lets through to the turn
     tagger (a KEIC template turn always goes); False: every user turn after the first."""
@@ -318,26 +323,17 @@ class CorrectionUnderstanding:
         return any(r.score >= self.options.stale_evidence for r in tagged)
 
     def _candidates(
-        self, messages: Sequence[Mapping[str, Any]], turn: int, text: str, skip: set[int]
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        turn: int,
+        text: str,
+        skip: set[int],
+        pairs: Sequence[tuple[str | None, str]] = (),
     ) -> list[tuple[int, int, int]]:
-        found = [c for c in candidate_sentences(messages, turn) if c[0] not in skip]
-        if len(found) <= self.options.max_candidates:
-            return found
-        values = value_words(text)
-        words = {w.casefold() for w in _CONTENT.findall(text)}
-        kinds = {shape(w) for w in values}
-
-        def score(c: tuple[int, int, int]) -> float:
-            sentence = message_text(messages[c[0]])[c[1] : c[2]]
-            own = value_words(sentence)
-            return (
-                3 * len(own & values)
-                + len(words & {w.casefold() for w in _CONTENT.findall(sentence)})
-                + len(kinds & {shape(w) for w in own})
-            )
-
-        ranked = sorted(found, key=lambda c: (-score(c), -c[0], c[1]))
-        return sorted(ranked[: self.options.max_candidates])
+        return stale_candidates(
+            messages, turn, text, skip, pairs,
+            max_candidates=self.options.max_candidates, named_first=self.options.named_first,
+        )  # fmt: skip
 
     def _locate(
         self,
@@ -348,7 +344,7 @@ class CorrectionUnderstanding:
         skip: set[int],
     ) -> list[SpanEdit]:
         edits = quoted_old_values(messages, texts, turn, pairs, skip) if self.options.patterns else []
-        candidates = self._candidates(messages, turn, texts[turn], skip)
+        candidates = self._candidates(messages, turn, texts[turn], skip, pairs)
         tagged = self.stale_tagger.tag([(texts[turn], texts[i][a:b]) for i, a, b in candidates])
         scores = {c: r.score for c, r in zip(candidates, tagged, strict=True)}
 

@@ -327,3 +327,59 @@ def test_a_turn_that_makes_nothing_earlier_stale_is_no_correction(
 
 def chat(*turns: str) -> list[dict[str, str]]:
     return [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(turns)]
+
+
+STORY = (
+    "Mara had run the café for eleven years when the storm came. It was a Tuesday in late October. "
+    "Pelle said the last time he had seen the sea this grey was in 1987, the year the pier collapsed. "
+    "By two o'clock the power was out across the island. The ferry would not run again until Friday."
+)
+
+
+def stale_inputs(understanding: CorrectionUnderstanding, messages: list[dict[str, str]]) -> list[str]:
+    """The earlier sentences :meth:`CorrectionUnderstanding.detect` sends to the stale tagger."""
+    sent: list[str] = []
+    tag = understanding.stale_tagger.tag
+
+    def recording(inputs: Sequence[tuple[str, str]]) -> list[Tagged]:
+        sent.extend(sentence for _, sentence in inputs)
+        return tag(inputs)
+
+    understanding.stale_tagger.tag = recording  # type: ignore[method-assign]
+    try:
+        understanding.detect(messages)
+    finally:
+        del understanding.stale_tagger.tag
+    return sent
+
+
+def test_a_named_old_value_sends_only_the_sentences_naming_it_to_the_stale_tagger(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    messages = chat(
+        "Tell me a short story about a café during a storm.", STORY, "When did the pier collapse?",
+        "In 1987, according to Pelle.", "Small detail: the pier collapsed in 1978, not 1987.",
+    )  # fmt: skip
+    assert stale_inputs(understanding, messages) == [
+        "Pelle said the last time he had seen the sea this grey was in 1987, the year the pier collapsed.",
+        "In 1987, according to Pelle.",
+    ]
+    forwarded, detected = forward(understanding, [(m["role"], m["content"]) for m in messages])
+    assert detected
+    assert forwarded[1] == STORY.replace("1987", "1978") and forwarded[3] == "In 1978, according to Pelle."
+    every = CorrectionUnderstanding(
+        understanding.turn_tagger, understanding.stale_tagger, UnderstandingOptions(named_first=False)
+    )
+    assert len(stale_inputs(every, messages)) == 8  # every earlier sentence: 1 + 5 of the story + 1 + 1
+
+
+def test_an_old_value_named_in_other_words_still_finds_its_sentences(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    # "12 guests" is named by "Guests: 12"; "1 guest" is in no earlier sentence, so every sentence is sent
+    order = "Lunch for the board on 3 April.\n- Guests: 12\n- Price: £22 per head\n- Delivery by 12:15"
+    named = chat("Confirm lunch for 12 guests on 3 April.", order, "sorry, I said 12 guests but it's 14")
+    assert "- Guests: 12" in stale_inputs(understanding, named)
+    assert "Lunch for the board on 3 April." not in stale_inputs(understanding, named)
+    unnamed = chat("Confirm lunch for 12 people on 3 April.", order, "no, it's 14 guests, not 13 guests")
+    assert "Lunch for the board on 3 April." in stale_inputs(understanding, unnamed)
