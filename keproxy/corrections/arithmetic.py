@@ -13,6 +13,7 @@ tree (numbers, ``+ - * /``, parentheses), never with ``eval``.
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 import re
 from collections.abc import Sequence
@@ -76,7 +77,13 @@ _ASIDE = re.compile(r"\([^()]*[^\W\d_][^()]*\)")
 def equations(text: str) -> list[Equation]:
     """The written equation chains of ``text`` (at least two sides, every side a well-formed expression),
     in order. A parenthetical aside with words in it is read as a space ("2 children (9 and 13) × €7.00 =
-    €14.00"); offsets stay those of ``text``."""
+    €14.00"); offsets stay those of ``text``. Memoised by text (a chat re-sends its history on every request,
+    and one correction reads each edited turn several times)."""
+    return list(_equations(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _equations(text: str) -> tuple[Equation, ...]:
     text = _ASIDE.sub(lambda m: " " * len(m.group()), text)
     out: list[Equation] = []
     sides: list[tuple[Number | str, ...]] = []
@@ -118,7 +125,7 @@ def equations(text: str) -> list[Equation]:
         elif kind == "of":
             side.append("of")
     close()
-    return out
+    return tuple(out)
 
 
 def evaluate(side: Sequence[Number | str], values: dict[int, float]) -> float | None:

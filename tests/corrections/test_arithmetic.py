@@ -318,3 +318,10 @@ def test_a_side_is_computed_from_its_tree_and_anything_but_arithmetic_is_none() 
     assert evaluate([number(0, 1), "/", number(4, 0)], {}) is None
     assert evaluate([number(0, 2), "*", "*", number(4, 3)], {}) is None  # no power
     assert evaluate(["("] * 300 + [number(0, 1)] + [")"] * 300, {}) is None  # too deep to parse
+
+
+def test_equations_are_memoised_but_each_caller_gets_its_own_list() -> None:
+    text = "6 hours × £95 = £570, and 2 × 3 = 6."
+    first = equations(text)
+    first.clear()  # a caller's list is its own: the memo keeps what the text holds
+    assert len(equations(text)) == 2 and equations(text) is not equations(text)
