@@ -8,7 +8,8 @@ ONNX Runtime fp32 / int8) and each of ``--threads`` intra-op threads; the script
 ms over ``--repeats`` runs (after ``--warmup``) per runtime and thread count side by side (the runtimes take
 turns within each repetition, so a change of the machine's load falls on all of them), for the correction
 for a chat whose last turn is a look-alike that corrects nothing, and for one whose last turn is an ordinary
-request, then the edits each runtime made. ``--gate on off`` (the default) runs each runtime with and without the
+request, then the edits each runtime made. The correction names its old value; the implicit correction gives
+the new value alone. ``--gate on off`` (the default) runs each runtime with and without the
 correction gate (:mod:`keproxy.corrections.gate`) in front of the turn tagger, side by side; ``--named-first on off``
 with the stale tagger sent only the sentences naming the correction's old values (``named_first``, the default) and
 with every candidate sentence. Each case is timed cold (the taggers' caches emptied before every run) and with the
@@ -137,6 +138,7 @@ def main() -> None:
     args = parser.parse_args()
     cases = (
         ("correction", "Small detail: Pelle said the pier collapsed in 1978, not 1987."),
+        ("implicit correction", "Small detail: according to Pelle the pier collapsed in 1978."),
         ("look-alike", "No worries, that's lovely. Could you give the café a name that sounds like 1978?"),
         ("request", "Lovely. Could you retell it in three sentences, as a radio host would have in 1978?"),
     )

@@ -211,7 +211,8 @@ class DetectionSettings(BaseModel):
         default_factory=dict,
         description="Options of the 'learned' detector (keproxy.corrections.understand.UnderstandingOptions): "
         "detect_threshold, stale_threshold, stale_evidence (0: the turn tagger alone decides), max_candidates, "
-        "named_first (only the sentences naming a named old value go to the stale tagger; on), "
+        "named_first (only the sentences naming an old value, or holding a value of the new value's kind, go "
+        "to the stale tagger; on), "
         "patterns (the KEIC-template fast path), bundled (also tag a turn's sentences one by one; off).",
     )
     judge_model: str | None = Field(

@@ -2,11 +2,13 @@
 
 The stale tagger is a cross-encoder: every (correcting turn, earlier sentence) pair is one forward pass, ~12 ms
 for a 50-piece pair on one core (bench/results/understanding.md), so the candidates are the locate step's cost.
-:func:`stale_candidates` sends, when the turn names every old value and each is found in an earlier sentence,
-only the sentences that name one (:func:`naming`): a sentence that does not mention what was wrong in any form
-holds nothing of it to change. Otherwise (a new value alone: "It's at Pip's Playbarn now") every sentence may
-restate the fact in its own words, and at most ``max_candidates`` go, those sharing the most words, values and
-value kinds with the turn first.
+:func:`stale_candidates` sends only the sentences that could state what the turn corrects (:func:`naming`), when
+each of the turn's values is found in one: those naming a named old value in some form ("1987"; "Guests: 12" for
+"12 guests"), and for a new value given alone, those holding a value of its kind, a number, a weekday or a month
+("Friday" for "We've moved it to Saturday"; "February 2025" for "Publication date is November 2025"). A
+sentence with neither holds nothing of the fact to change. A new value of no such kind (a name, a phrase: "It's
+at Pip's Playbarn now") may be restated in any words, so every sentence may hold it: then at most
+``max_candidates`` go, those sharing the most words, values and value kinds with the turn first.
 
 Pure functions over messages and character offsets; nothing here runs a model.
 """
@@ -29,15 +31,28 @@ _DIGITS = re.compile(r"\d+")
 
 
 def naming(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> set[int]:
-    """Indices of the ``(old, new)`` pairs whose old value ``sentence`` names, loosely: its words ("12 guests"),
-    all its numbers ("Guests: 12", "€12.00" for "12 guests"), or its date in another format
-    (:func:`~keproxy.corrections.spans.named_spans`). A pair without an old value is never named."""
+    """Indices of the ``(old, new)`` pairs whose fact ``sentence`` could state: for a named old value, its words
+    ("12 guests"), all its numbers ("Guests: 12", "€12.00" for "12 guests"), or its date in another format
+    (:func:`~keproxy.corrections.spans.named_spans`); for a new value alone, a value of one of its kinds
+    (:func:`_kinds`: "Friday" for "Saturday"; none for a name or a phrase)."""
     folded, digits = fold(sentence), set(_DIGITS.findall(sentence))
     found = {
         k for k, (old, _) in enumerate(pairs)
         if old and (fold(old) in folded or digits.issuperset(_DIGITS.findall(old) or [""]))
     }  # fmt: skip
+    kinds = _kinds(sentence)
+    found |= {k for k, (old, new) in enumerate(pairs) if not old and kinds & _kinds(new)}
     return found | {k for *_, k in named_spans(sentence, pairs)}
+
+
+_TYPED = ("number", "weekday", "month")
+
+
+def _kinds(text: str) -> set[str]:
+    """The kinds of value among ``text``'s words that a sentence restating it must hold too: numbers (digits or
+    number words), weekdays, months (:func:`~keproxy.corrections.rewrite.shape`); names and words have none."""
+    words = (w.strip(".,;:!?()[]*\"'`“”‘’") for w in text.split())
+    return {kind for w in words if w and (kind := shape(w.removesuffix("'s").removesuffix("’s"))) in _TYPED}
 
 
 def stale_candidates(
@@ -54,12 +69,12 @@ def stale_candidates(
     the turns in ``skip`` left out) to send to the stale tagger with turn ``turn``, whose text is ``text``, in
     message order.
 
-    pairs: the turn's (old, new) values. With ``named_first`` and an old value in every pair, the sentences
-    naming one (:func:`naming`) when each pair is named somewhere and they are at most ``max_candidates``;
-    otherwise at most ``max_candidates`` sentences, ranked by the values (x3), words and value kinds they share
+    pairs: the turn's (old, new) values. With ``named_first``, when every pair has an old value or a new value of
+    a kind (:func:`_kinds`), the sentences that could state one (:func:`naming`), if each pair has one and they
+    are at most ``max_candidates``; otherwise at most ``max_candidates`` sentences, ranked by the values (x3), words and value kinds they share
     with the turn (later turns first on ties)."""
     found = [c for c in candidate_sentences(messages, turn) if c[0] not in skip]
-    if pairs and named_first and all(old for old, _ in pairs):
+    if pairs and named_first and all(old or _kinds(new) for old, new in pairs):
         named = {c: naming(message_text(messages[c[0]])[c[1] : c[2]], pairs) for c in found}
         mine = [c for c in found if named[c]]
         if len(set().union(*named.values())) == len(pairs) and len(mine) <= max_candidates:

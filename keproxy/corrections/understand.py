@@ -13,9 +13,9 @@ those characters and nothing else:
    a turn of several sentences it does not call a correction is read sentence by sentence
    (:mod:`keproxy.corrections.bundled`).
 2. **locate**: the sentences of the earlier user and assistant turns go to the stale tagger with the correcting
-   turn (:mod:`keproxy.corrections.candidates`: those naming an old value when the turn names every old value,
-   else at most ``max_candidates``, those sharing the most words and value kinds with it first); it tags the
-   words each sentence must change.
+   turn (:mod:`keproxy.corrections.candidates`: those naming an old value or holding a value of the new value's
+   kind, when each value is found so; else at most ``max_candidates``, those sharing the most words and value
+   kinds with it first); it tags the words each sentence must change.
 3. **rewrite**: each tagged span becomes the correction's new value fitted to it
    (:func:`keproxy.corrections.rewrite.replacement`). A new value that restates a whole clause (five words or
    more, as KEIC templates 10-15 do) must then stand in the sentence word for word; when the word-level edit
@@ -142,8 +142,9 @@ class UnderstandingOptions(BaseModel):
     correction after a request: :mod:`keproxy.corrections.bundled`). Off by default: it finds such corrections
     but also reads a few look-alikes' sentences as corrections (4 of the corpus train split's 1,523 negatives)."""
     named_first: bool = True
-    """When the correcting turn names every old value and each is found (in any of its formats) in an earlier
-    sentence, send only the sentences that name one to the stale tagger."""
+    """Send the stale tagger only the earlier sentences that could state what the turn corrects (a named old
+    value in any of its formats; for a new value alone, a number, weekday or month like it) when each value is
+    found so (:func:`keproxy.corrections.candidates.stale_candidates`)."""
     gate: bool = True
     """Send only the user turns the correction gate (:mod:`keproxy.corrections.gate`) lets through to the turn
     tagger (a KEIC template turn always goes); False: every user turn after the first."""

@@ -383,3 +383,19 @@ def test_an_old_value_named_in_other_words_still_finds_its_sentences(
     assert "Lunch for the board on 3 April." not in stale_inputs(understanding, named)
     unnamed = chat("Confirm lunch for 12 people on 3 April.", order, "no, it's 14 guests, not 13 guests")
     assert "Lunch for the board on 3 April." in stale_inputs(understanding, unnamed)
+
+
+def test_a_new_value_alone_sends_the_sentences_holding_a_value_of_its_kind(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    plan = (
+        "Here's the plan for the book club. We meet on Friday at the Lantern Café. "
+        "Bring the novel and a snack to share. Maya is hosting this month."
+    )
+    moved = chat("Write a reminder for the book club.", plan, "We've moved it to Saturday, same time.")
+    assert stale_inputs(understanding, moved) == ["We meet on Friday at the Lantern Café."]
+    forwarded, detected = forward(understanding, [(m["role"], m["content"]) for m in moved])
+    assert detected and forwarded[1] == plan.replace("Friday", "Saturday")
+    # a new name may be restated in any words: every sentence goes
+    renamed = chat("Write a reminder for the book club.", plan, "It's at Pip's Playbarn now.")
+    assert len(set(stale_inputs(understanding, renamed))) == 5
