@@ -4,13 +4,18 @@ A new-only correction may restate a whole clause ("Actually, the bus departs at 
 10-15). :func:`restated_clause` finds the clause it restates and replaces it whole. When the earlier turns word the
 fact otherwise, the locator is unsure, and a whole clause replaced there would lose what else it said; if the new
 clause holds exactly one value of a kind that can be told by its shape (:func:`clause_value`: a date, a time, a
-weekday, an amount of money, a percentage, a short code, or a number with a unit of measure), the pipeline locates
-that value on its own instead, as a short new value
-(:meth:`~keproxy.corrections.understand.CorrectionUnderstanding._clause`).
+weekday, an amount of money, a percentage, a short code, or a number with a unit of measure), or, holding none of
+those, one run of numbers and names the chat does not state yet (:func:`unstated_value`: "31 Hollow Lane" where it
+says "13 Hollow Lane"), the pipeline locates that value on its own instead, as a short new value
+(:meth:`~keproxy.corrections.understand.CorrectionUnderstanding._clause`). Where the locator is sure of a clause
+that the new one mostly restates (:func:`restates`), the value's edit is still taken when it changes each such
+clause so that it says all the new one says but one word at most (:func:`said_with`): "the house at 13 Hollow
+Lane" becomes "the house at 31 Hollow Lane", not "the house is 31 Hollow Lane".
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +27,19 @@ from keproxy.corrections.rewrite import unquoted
 from keproxy.corrections.spans import occurrences
 from keproxy.corrections.units import MEASURED, measure_dimension
 
-__all__ = ["clause_value", "restated_clause"]
+__all__ = ["clause_value", "restated_clause", "restates", "said_with", "unstated_value"]
+
+_CONTENT = re.compile(r"[^\W_]{3,}")
+
+_TOKEN = re.compile(r"\S+")
+_EDGE = "\"'“”‘’()[]*.,;:!?"
+
+
+def _typed(clause: str) -> bool:
+    """Whether ``clause`` holds a value of a kind told by its shape (:func:`clause_value`'s kinds)."""
+    return any(p.search(clause) for p in KIND_PATTERNS.values()) or any(
+        measure_dimension(m.group(3)) and not m.group(3).isupper() for m in MEASURED.finditer(clause)
+    )
 
 
 def clause_value(clause: str) -> str | None:
@@ -57,6 +74,30 @@ def clause_value(clause: str) -> str | None:
     if len(whole) != 1:
         return None
     return clause[whole[0][0] : whole[0][1]].strip(" .,;:!?")
+
+
+def unstated_value(clause: str, history: str) -> str | None:
+    """The one run of value-like words of ``clause`` (numbers, and capitalised words after its first) that holds
+    a word ``history`` does not (case ignored) and a digit, as written; None when there are none or several, or
+    when the clause holds a value of a kind :func:`clause_value` tells by its shape (a clause of two times, one
+    of them new, is restated whole). "The house is 31 Hollow Lane" -> "31 Hollow Lane" when the chat says "13
+    Hollow Lane". A name alone ("The car is a Dacia Duster") is not taken: which earlier name it replaces is
+    not written in it. Plain words are no value: a reworded clause restates, it names nothing new."""
+    said = {w.strip(_EDGE).casefold() for w in history.split()}
+    runs: list[list[re.Match[str]]] = []
+    previous_end = -1
+    for i, m in enumerate(_TOKEN.finditer(clause)):
+        word = m.group().strip(_EDGE)
+        like = bool(word) and (any(ch.isdigit() for ch in word) or (i > 0 and word[:1].isupper()))
+        if like and runs and previous_end >= 0 and not clause[previous_end : m.start()].strip():
+            runs[-1].append(m)  # "31 Hollow Lane", "Dacia Duster": one value; "RAV4, not the Yaris": two
+        elif like:
+            runs.append([m])
+        previous_end = m.end() if like and not re.search(r"[.,;:!?]$", m.group()) else -2
+    new = [r for r in runs if any(m.group().strip(_EDGE).casefold() not in said for m in r)]
+    if len(new) != 1 or not any(ch.isdigit() for m in new[0] for ch in m.group()) or _typed(clause):
+        return None
+    return clause[new[0][0].start() : new[0][-1].end()].strip(_EDGE)
 
 
 def restated_clause(
@@ -103,3 +144,25 @@ def restated_clause(
                         found.append(SpanEdit(index, at, at + len(before), before, after, k))
             return restated_words(messages, texts, turn, skip, found, flagged)
     return []
+
+
+def said_with(span: SpanEdit, edits: Sequence[SpanEdit], clause: str) -> bool:
+    """Whether ``edits`` change the text inside ``span``'s and, so changed, it holds all of ``clause``'s words
+    but one at most (case and punctuation ignored)."""
+    inside = sorted(
+        (e for e in edits if e.turn_index == span.turn_index and span.start <= e.start and e.end <= span.end),
+        key=lambda e: e.start,
+    )
+    text, at = "", span.start
+    for e in inside:
+        text += span.before[at - span.start : e.start - span.start] + e.after
+        at = e.end
+    text += span.before[at - span.start :]
+    unsaid = set(_CONTENT.findall(clause.casefold())) - set(_CONTENT.findall(text.casefold()))
+    return bool(inside) and len(unsaid) <= 1
+
+
+def restates(span: str, clause: str) -> bool:
+    """Whether at least half of ``span``'s words are words of ``clause`` (case and punctuation ignored)."""
+    words, theirs = _CONTENT.findall(span.casefold()), set(_CONTENT.findall(clause.casefold()))
+    return bool(words) and sum(w in theirs for w in words) >= len(words) / 2

@@ -29,7 +29,6 @@ Never raises on odd input (a message without text is skipped). Thread-safe; bloc
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -49,7 +48,7 @@ from keproxy.corrections.bounds import narrow
 from keproxy.corrections.bundled import tag_bundled
 from keproxy.corrections.candidates import stale_candidates
 from keproxy.corrections.claims import reported_claim
-from keproxy.corrections.clauses import clause_value, restated_clause
+from keproxy.corrections.clauses import clause_value, restated_clause, restates, said_with, unstated_value
 from keproxy.corrections.consolidate import (
     Found,
     current,
@@ -107,8 +106,6 @@ if TYPE_CHECKING:
     from keproxy.corrections.detect.registry import DetectorResources
 
 __all__ = ["CorrectionUnderstanding", "UnderstandingOptions"]
-
-_CONTENT = re.compile(r"[^\W_]{3,}")
 
 
 class UnderstandingOptions(BaseModel):
@@ -446,8 +443,13 @@ class CorrectionUnderstanding:
         $1,420" changes "$1,240" and nothing else the sentence says), unless the clause is not realised by it and
         the locator is sure of a span the clause mostly restates; else, or when that finds nothing, the clause
         it restates, replaced whole (:func:`restated_clause`)."""
+        history = " ".join(texts[:turn])
         value = None if old or any(e.correction == k for e in edits) else clause_value(new)
-        if value and fold(value) in fold(" ".join(texts[:turn])):
+        if not (old or value or any(e.correction == k for e in edits)):
+            value = unstated_value(
+                new, history
+            )  # "The car is a Dacia Duster": the name the chat does not state
+        if value and fold(value) in fold(history):
             value = None  # the chat already says it: not what the clause changes ("on 5 June")
         args = (self.locator, messages, texts, turn, new, k, flagged, skip, edits)
         if not value:
@@ -465,15 +467,11 @@ class CorrectionUnderstanding:
         # a sure clause is taken when it mostly restates the span it replaces (KEIC's in-place [N]); a span that
         # says much more than the clause would lose it, and the value's edits are taken instead
         clause = restated_clause(*args, sure=True)
-        if clause and all(_restates(e.before, new) for e in clause):
-            return clause
+        if clause and all(restates(e.before, new) for e in clause):
+            # unless the value changes inside each span and leaves at most one of the clause's words unsaid there
+            # ("New router ships: Wednesday" for "the replacement ships on Wednesday"): the smaller edit
+            return mine if mine and all(said_with(e, mine, new) for e in clause) else clause
         return mine or clause or restated_clause(*args)
-
-
-def _restates(span: str, clause: str) -> bool:
-    """Whether at least half of ``span``'s words are words of ``clause`` (case and punctuation ignored)."""
-    words, theirs = _CONTENT.findall(span.casefold()), set(_CONTENT.findall(clause.casefold()))
-    return bool(words) and sum(w in theirs for w in words) >= len(words) / 2
 
 
 def factory(resources: DetectorResources) -> CorrectionDetector:
