@@ -22,6 +22,7 @@ from typing import Any
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import restated_words
 from keproxy.corrections.formats import KIND_PATTERNS
+from keproxy.corrections.grammar import FUNCTION_WORDS
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.rewrite import unquoted
 from keproxy.corrections.spans import occurrences
@@ -148,7 +149,7 @@ def restated_clause(
 
 def said_with(span: SpanEdit, edits: Sequence[SpanEdit], clause: str) -> bool:
     """Whether ``edits`` change the text inside ``span``'s and, so changed, it holds all of ``clause``'s words
-    but one at most (case and punctuation ignored)."""
+    but one at most (case, punctuation and function words ignored)."""
     inside = sorted(
         (e for e in edits if e.turn_index == span.turn_index and span.start <= e.start and e.end <= span.end),
         key=lambda e: e.start,
@@ -158,7 +159,9 @@ def said_with(span: SpanEdit, edits: Sequence[SpanEdit], clause: str) -> bool:
         text += span.before[at - span.start : e.start - span.start] + e.after
         at = e.end
     text += span.before[at - span.start :]
-    unsaid = set(_CONTENT.findall(clause.casefold())) - set(_CONTENT.findall(text.casefold()))
+    unsaid = (
+        set(_CONTENT.findall(clause.casefold())) - set(_CONTENT.findall(text.casefold())) - FUNCTION_WORDS
+    )
     return bool(inside) and len(unsaid) <= 1
 
 

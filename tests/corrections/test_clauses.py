@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from keproxy.corrections.clauses import clause_value, unstated_value
+from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.clauses import clause_value, said_with, unstated_value
 from keproxy.corrections.understand import CorrectionUnderstanding
 
 
@@ -63,3 +64,19 @@ def test_a_restated_clause_changes_only_its_new_value_where_the_sentence_says_th
         (0, "13", "31"),
         (1, "13", "31"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("clause", "says"),
+    [
+        ("the replacement ships on Wednesday via UPS", True),  # "replacement" alone unsaid ("the" is no word)
+        ("New router ships on Wednesday via UPS", True),
+        ("the replacement ships on Wednesday via DHL", False),  # two words unsaid: the clause says more
+    ],
+)
+def test_a_value_edit_says_the_clause_when_one_word_at_most_is_left_unsaid(clause: str, says: bool) -> None:
+    text = "- New router ships: Monday, via UPS"
+    span = SpanEdit(1, 0, len(text), text, clause, 0)
+    value = SpanEdit(1, text.index("Monday"), text.index("Monday") + 6, "Monday", "Wednesday", 0)
+    assert said_with(span, [value], clause) is says
+    assert not said_with(span, [], clause)  # no edit inside the span: nothing of the clause is said
