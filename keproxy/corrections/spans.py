@@ -218,7 +218,7 @@ def same_kind(old: str, new: str) -> bool:
 
 def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[tuple[int, int, int]]:
     """(start, end, correction index) of each whole-word occurrence (ignoring case) of a named old value in a
-    sentence the stale tagger flagged (of its differing words, :func:`stale_core`, when it has three or more
+    sentence the stale tagger flagged (of its differing words, :func:`stale_core`, when it has two or more
     words): when the user names what was wrong, that is the span, wherever the tagger's word tags point. A
     named letter ("a size L, not M") is found in its own case only. A named date (or the date of an old clause
     its differing words are in: "the 3rd of August" of "We're moving on the 3rd of August") is also found in
@@ -228,7 +228,7 @@ def named_spans(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> list[
     for k, (old, new) in enumerate(pairs):
         if not old:
             continue
-        a, b = stale_core(old, new) if len(old.split()) >= 3 else (0, len(old))
+        a, b = stale_core(old, new) if len(old.split()) >= 2 else (0, len(old))
         core = old[a:b].strip().casefold()
         out += [
             (at, at + len(core), k)

@@ -49,6 +49,22 @@ def test_a_named_old_number_is_not_found_in_a_list_items_number() -> None:
     assert named_spans(sentence, [("3", "2")]) == [(13, 14, 0)]
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "found"),
+    [
+        ("expenses £9,150", "expenses £9,510", "9,150"),  # written "Allowable expenses: £9,150"
+        ("Node 16", "Node 20", None),  # the sentence names no "16" word: "node:16-alpine" is one word
+        ("£9,150 expenses", "£8,000 costs", None),  # nothing shared: the whole old value, not written here
+    ],
+)
+def test_a_named_old_value_of_two_words_is_found_by_the_words_that_change(
+    old: str, new: str, found: str | None
+) -> None:
+    sentence = "- Allowable expenses: £9,150 (FROM node:16-alpine)"
+    spans = named_spans(sentence, [(old, new)])
+    assert [sentence[a:b] for a, b, _ in spans] == ([found] if found else [])
+
+
 def test_a_whole_hour_states_its_hour() -> None:
     from keproxy.corrections.spans import numbers
 
