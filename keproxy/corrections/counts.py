@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import _NUMBER, Found, _stems, word_before
+from keproxy.corrections.formats import DATE, calendar_date
 from keproxy.corrections.rewrite import EDGE, shape
 from keproxy.corrections.units import AFTER_A_NUMBER, same_unit
 
@@ -26,6 +27,7 @@ __all__ = [
     "labelled",
     "last_mentioned",
     "number_word_copies",
+    "one_date_like_it",
     "one_like_it",
     "terse",
     "with_counted_noun",
@@ -281,6 +283,31 @@ def written_like(texts: Sequence[str], turns: Sequence[int], new: str) -> list[t
 def _form(word: str) -> str:
     """A value's written form, each digit as 9 ("1982" -> "9999", "17:05" -> "99:99", "€6.20" -> "€9.99")."""
     return re.sub(r"\d", "9", word)
+
+
+def _date_form(m: re.Match[str]) -> tuple[bool, str]:
+    """How a :data:`~keproxy.corrections.formats.DATE` match is written: with a weekday or not, and day first
+    ("12 October"), month first ("October 12") or day alone ("the 12th")."""
+    return bool(m.group("wd")), "d1" if m.group("d1") else "m2" if m.group("m2") else "d3"
+
+
+def one_date_like_it(texts: Sequence[str], turns: Sequence[int], new: str) -> list[tuple[int, int, int]]:
+    """For a new value that is a calendar date ("Saturday 11 October"), the one other date the earlier ``turns``
+    write in its form ("Sunday 12 October"), with its copies: (turn, start, end) of each. Nothing when they write
+    two different such dates (which one is meant is not clear) or none."""
+    m = DATE.fullmatch(new.strip().strip(EDGE))
+    day = calendar_date(m) if m else None
+    if m is None or day is None:
+        return []
+    hits = [
+        (turn, d.start(), d.end(), calendar_date(d))
+        for turn in turns
+        for d in DATE.finditer(texts[turn])
+        if _date_form(d) == _date_form(m) and calendar_date(d) not in (None, day)
+    ]  # fmt: skip
+    if len({h[3] for h in hits}) != 1:
+        return []
+    return [(turn, a, b) for turn, a, b, _ in hits]
 
 
 def one_like_it(texts: Sequence[str], turns: Sequence[int], new: str) -> list[tuple[int, int, int]]:

@@ -66,6 +66,7 @@ from keproxy.corrections.counts import (
     labelled,
     last_mentioned,
     number_word_copies,
+    one_date_like_it,
     one_like_it,
     terse,
     written_like,
@@ -394,6 +395,9 @@ class CorrectionUnderstanding:
             # "she's in coach D": nothing flagged, "coach C" is written like it
             if not old and not any(f.correction == k for f in found):
                 spans = written_like(texts, turns, new) or one_like_it(texts, turns, new)
+                spans = spans or one_date_like_it(
+                    texts, turns, new
+                )  # "Sunday 12 October" for "Saturday 11 October"
                 found += [Found(t, a, b, k, 0.5) for t, a, b in spans]
         found = counted(found, texts, pairs)
         found = labelled(found, texts, texts[turn], pairs)

@@ -87,3 +87,20 @@ def test_the_old_number_in_words_follows_its_digits() -> None:
         number_word_copies(["I have twelve.", "Call at 12."], [0, 1], [SpanEdit(1, 8, 10, "12", "15", 0)])
         == []
     )
+
+
+def test_a_new_date_replaces_the_one_date_written_in_its_form() -> None:
+    from keproxy.corrections.counts import one_date_like_it
+
+    texts = [
+        "Alhambra guided tour, Sunday 12 October 10:00, 4 adults and 2 children.",
+        "I'd like to confirm the tour on Sunday 12 October at 10:00. Tickets bought 3 October.",
+    ]
+    found = one_date_like_it(texts, [0, 1], "Saturday 11 October")
+    assert [texts[t][a:b] for t, a, b in found] == ["Sunday 12 October", "Sunday 12 October"]
+    (plain,) = one_date_like_it(texts, [0, 1], "11 October")  # the form without a weekday: "3 October"
+    assert texts[plain[0]][plain[1] : plain[2]] == "3 October"
+    texts[1] += " Or Monday 13 October?"
+    assert (
+        one_date_like_it(texts, [0, 1], "Saturday 11 October") == []
+    )  # two dates of the form: which is meant?
