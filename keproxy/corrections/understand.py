@@ -100,7 +100,7 @@ from keproxy.corrections.spans import (
 )
 from keproxy.corrections.spelling import near_spelling
 from keproxy.corrections.tagging import context_of, snap_to_words
-from keproxy.corrections.units import measured_otherwise
+from keproxy.corrections.units import measured_as_other, measured_otherwise
 from keproxy.messages import message_text
 
 if TYPE_CHECKING:
@@ -387,8 +387,10 @@ class CorrectionUnderstanding:
                 texts, turns, lambda text: typed_candidates(text, pairs[0][1]), pairs[0][1]
             )
         clashing = [
-            f for f in found if clashing_kinds(texts[f.turn][f.start : f.end], pairs[f.correction][1])
-        ]
+            f for f in found
+            if clashing_kinds(texts[f.turn][f.start : f.end], pairs[f.correction][1])
+            or measured_as_other(texts[f.turn], f.start, f.end, pairs[f.correction][1])
+        ]  # fmt: skip
         found = [f for f in found if f not in clashing]
         found += retyped(texts, flagged, clashing, found, pairs)  # "$1,200" tagged, "15 March" meant
         for k, (old, new) in enumerate(pairs):

@@ -14,6 +14,7 @@ __all__ = [
     "MEASURED",
     "RANGE",
     "measure_dimension",
+    "measured_as_other",
     "measured_otherwise",
     "money_otherwise",
     "other_dimension",
@@ -154,3 +155,18 @@ def money_otherwise(before: str, new: str) -> bool:
     if not before.endswith(tuple(_CURRENCY)) or m is None or any(c in new for c in _CURRENCY):
         return False
     return _names_a_count(_unit_after(new[m.end() :]))
+
+
+def measured_as_other(text: str, start: int, end: int, new: str) -> bool:
+    """Whether the number ``text[start:end]`` measures something with its unit word ("3" of "3 days in the
+    office") while ``new`` is an amount of money, a percentage or a clock time ("£48,500"): the new value is
+    another fact's, never this measure's."""
+    from keproxy.corrections.formats import value_kind  # formats imports this module
+
+    m = MEASURED.match(text, start)
+    return (
+        m is not None
+        and m.end(1) == end
+        and measure_dimension(m.group(3)) is not None
+        and value_kind(new) in ("money", "percent", "time")
+    )

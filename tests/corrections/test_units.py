@@ -112,3 +112,18 @@ def test_money_cannot_hold_a_count_of_something_else() -> None:
     sentence = "Brightness 3,600 lumens minimum. Total budget $3,600 including mount."
     at = sentence.index("$3,600") + 1
     assert replacement(sentence, at, at + 5, "4,200 lumens", "3,600") is None
+
+
+@pytest.mark.parametrize(
+    ("new", "other"),
+    [("£48,500", True), ("25%", True), ("9:30", True), ("4", False), ("4 days", False)],
+)
+def test_a_measured_number_is_no_span_for_an_amount_a_share_or_a_time(new: str, other: bool) -> None:
+    from keproxy.corrections.units import measured_as_other
+
+    text = "start date 2 June, salary £48,000, hybrid 3 days in the office"
+    at = text.index("3 days")
+    assert measured_as_other(text, at, at + 1, new) is other
+    assert not measured_as_other(
+        text, text.index("2 June"), text.index("2 June") + 1, "£48,500"
+    )  # no unit word
