@@ -32,6 +32,7 @@ __all__ = [
     "terse",
     "with_counted_noun",
     "written_like",
+    "written_like_new",
 ]
 
 
@@ -384,3 +385,22 @@ def number_word_copies(
                         SpanEdit(turn, m.start(), m.end(), m.group(), _cased(new, m.group()), e.correction)
                     )
     return out
+
+
+def written_like_new(
+    texts: Sequence[str], turns: Sequence[int], found: Sequence[Found], k: int, new: str
+) -> list[Found]:
+    """Stale spans of correction ``k``, a new value given alone, from how it is written, beside ``found``: when
+    nothing is found for it, the runs written like it (:func:`written_like`: "coach C" for "coach D"), else the
+    one value written like it (:func:`one_like_it`), else the one date in its form (:func:`one_date_like_it`);
+    when a span is found, the runs written like it whose differing word is a found one, in other turns too
+    ("3 tbsp caster sugar" in the list and in the blog post for "2 tbsp caster sugar"). Weight 0.5 each."""
+    stated = {texts[f.turn][f.start : f.end] for f in found if f.correction == k}
+    if not stated:
+        spans = written_like(texts, turns, new) or one_like_it(texts, turns, new)
+        return [Found(t, a, b, k, 0.5) for t, a, b in spans or one_date_like_it(texts, turns, new)]
+    return [
+        Found(t, a, b, k, 0.5)
+        for t, a, b in written_like(texts, turns, new)
+        if texts[t][a:b] in stated and not any(f.turn == t and f.start < b and a < f.end for f in found)
+    ]

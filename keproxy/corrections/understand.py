@@ -66,10 +66,8 @@ from keproxy.corrections.counts import (
     labelled,
     last_mentioned,
     number_word_copies,
-    one_date_like_it,
-    one_like_it,
     terse,
-    written_like,
+    written_like_new,
 )
 from keproxy.corrections.detect.template_parser import parse_template
 from keproxy.corrections.follow_on import follow_on_edits
@@ -394,13 +392,8 @@ class CorrectionUnderstanding:
         found = [f for f in found if f not in clashing]
         found += retyped(texts, flagged, clashing, found, pairs)  # "$1,200" tagged, "15 March" meant
         for k, (old, new) in enumerate(pairs):
-            # "she's in coach D": nothing flagged, "coach C" is written like it
-            if not old and not any(f.correction == k for f in found):
-                spans = written_like(texts, turns, new) or one_like_it(texts, turns, new)
-                spans = spans or one_date_like_it(
-                    texts, turns, new
-                )  # "Sunday 12 October" for "Saturday 11 October"
-                found += [Found(t, a, b, k, 0.5) for t, a, b in spans]
+            if not old:  # "she's in coach D": nothing flagged, "coach C" is written like it
+                found += written_like_new(texts, turns, found, k, new)
         found = counted(found, texts, pairs)
         found = labelled(found, texts, texts[turn], pairs)
         found = one_fact(found, texts, lambda f: support(f, texts, texts[turn], pairs[f.correction][1]))

@@ -399,3 +399,22 @@ def test_a_new_value_alone_sends_the_sentences_holding_a_value_of_its_kind(
     # a new name may be restated in any words: every sentence goes
     renamed = chat("Write a reminder for the book club.", plan, "It's at Pip's Playbarn now.")
     assert len(set(stale_inputs(understanding, renamed))) == 5
+
+
+def test_a_labelled_value_found_in_one_turn_is_fixed_where_another_turn_writes_it_the_same(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    recipe = (
+        "Rewrite my scone recipe in a warmer, chatty tone for my blog: 350 g self-raising flour, 1 tsp baking "
+        "powder, 85 g butter, 3 tbsp caster sugar, 175 ml milk, 1 tsp vanilla."
+    )
+    blog = (
+        "Scones are my love language. You'll need 350 g self-raising flour and 1 tsp baking powder. Rub in 85 g "
+        "butter, then stir through 3 tbsp caster sugar. Warm 175 ml milk with 1 tsp vanilla and bring it together."
+    )
+    messages = chat(
+        recipe, blog, "Oh no, I just realised it should be 2 tbsp caster sugar in my list. Sorry!"
+    )
+    forwarded, detected = forward(understanding, [(m["role"], m["content"]) for m in messages])
+    assert detected
+    assert forwarded[:2] == [recipe.replace("3 tbsp", "2 tbsp"), blog.replace("3 tbsp", "2 tbsp")]
