@@ -71,8 +71,8 @@ def stale_candidates(
 
     pairs: the turn's (old, new) values. With ``named_first``, when every pair has an old value or a new value of
     a kind (:func:`_kinds`), the sentences that could state one (:func:`naming`), if each pair has one and they
-    are at most ``max_candidates``; otherwise at most ``max_candidates`` sentences, ranked by the values (x3), words and value kinds they share
-    with the turn (later turns first on ties)."""
+    are at most ``max_candidates``; otherwise at most ``max_candidates`` sentences, ranked by the values (x3),
+    words and value kinds they share with the turn (later turns first on ties)."""
     found = [c for c in candidate_sentences(messages, turn) if c[0] not in skip]
     if pairs and named_first and all(old or _kinds(new) for old, new in pairs):
         named = {c: naming(message_text(messages[c[0]])[c[1] : c[2]], pairs) for c in found}

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from keproxy.corrections.base import SpanEdit
+from keproxy.corrections.base import SpanEdit, apply_spans
 from keproxy.corrections.consolidate import restated_words
 from keproxy.corrections.formats import KIND_PATTERNS
 from keproxy.corrections.grammar import FUNCTION_WORDS
 from keproxy.corrections.locate import SpanLocator
-from keproxy.corrections.rewrite import unquoted
+from keproxy.corrections.rewrite import EDGE, unquoted
 from keproxy.corrections.spans import occurrences
 from keproxy.corrections.units import MEASURED, measure_dimension
 
@@ -33,14 +34,18 @@ __all__ = ["clause_value", "restated_clause", "restates", "said_with", "unstated
 _CONTENT = re.compile(r"[^\W_]{3,}")
 
 _TOKEN = re.compile(r"\S+")
-_EDGE = "\"'“”‘’()[]*.,;:!?"
 
 
-def _typed(clause: str) -> bool:
-    """Whether ``clause`` holds a value of a kind told by its shape (:func:`clause_value`'s kinds)."""
-    return any(p.search(clause) for p in KIND_PATTERNS.values()) or any(
-        measure_dimension(m.group(3)) and not m.group(3).isupper() for m in MEASURED.finditer(clause)
-    )
+def _typed_spans(clause: str) -> list[tuple[int, int]]:
+    """(start, end) of each value of ``clause`` of a kind told by its shape: a date, a time, a weekday, an amount
+    of money, a percentage, a short code (:data:`~keproxy.corrections.formats.KIND_PATTERNS`), or a number with a
+    unit of measure; overlapping matches are all listed."""
+    found = [m.span() for pattern in KIND_PATTERNS.values() for m in pattern.finditer(clause)]
+    return found + [
+        m.span()
+        for m in MEASURED.finditer(clause)
+        if measure_dimension(m.group(3)) and not m.group(3).isupper()
+    ]
 
 
 def clause_value(clause: str) -> str | None:
@@ -55,16 +60,8 @@ def clause_value(clause: str) -> str | None:
     >>> clause_value("We leave at 7:45 and land at 9:30") is None
     True
     """
-    found: list[tuple[int, int]] = []
-    for pattern in KIND_PATTERNS.values():
-        found += [m.span() for m in pattern.finditer(clause)]
-    found += [
-        m.span()
-        for m in MEASURED.finditer(clause)
-        if measure_dimension(m.group(3)) and not m.group(3).isupper()
-    ]
     # overlapping matches are one value, their union ("Thursday 20 November" holds "Thursday")
-    spans = sorted(set(found), key=lambda s: (s[0], -s[1]))
+    spans = sorted(set(_typed_spans(clause)), key=lambda s: (s[0], -s[1]))
     whole: list[tuple[int, int]] = []
     for start, end in spans:
         if whole and start < whole[-1][1]:
@@ -84,21 +81,21 @@ def unstated_value(clause: str, history: str) -> str | None:
     of them new, is restated whole). "The house is 31 Hollow Lane" -> "31 Hollow Lane" when the chat says "13
     Hollow Lane". A name alone ("The car is a Dacia Duster") is not taken: which earlier name it replaces is
     not written in it. Plain words are no value: a reworded clause restates, it names nothing new."""
-    said = {w.strip(_EDGE).casefold() for w in history.split()}
+    said = {w.strip(EDGE).casefold() for w in history.split()}
     runs: list[list[re.Match[str]]] = []
     previous_end = -1
     for i, m in enumerate(_TOKEN.finditer(clause)):
-        word = m.group().strip(_EDGE)
+        word = m.group().strip(EDGE)
         like = bool(word) and (any(ch.isdigit() for ch in word) or (i > 0 and word[:1].isupper()))
         if like and runs and previous_end >= 0 and not clause[previous_end : m.start()].strip():
             runs[-1].append(m)  # "31 Hollow Lane", "Dacia Duster": one value; "RAV4, not the Yaris": two
         elif like:
             runs.append([m])
         previous_end = m.end() if like and not re.search(r"[.,;:!?]$", m.group()) else -2
-    new = [r for r in runs if any(m.group().strip(_EDGE).casefold() not in said for m in r)]
-    if len(new) != 1 or not any(ch.isdigit() for m in new[0] for ch in m.group()) or _typed(clause):
+    new = [r for r in runs if any(m.group().strip(EDGE).casefold() not in said for m in r)]
+    if len(new) != 1 or not any(ch.isdigit() for m in new[0] for ch in m.group()) or _typed_spans(clause):
         return None
-    return clause[new[0][0].start() : new[0][-1].end()].strip(_EDGE)
+    return clause[new[0][0].start() : new[0][-1].end()].strip(EDGE)
 
 
 def restated_clause(
@@ -151,14 +148,14 @@ def said_with(span: SpanEdit, edits: Sequence[SpanEdit], clause: str) -> bool:
     """Whether ``edits`` change the text inside ``span``'s and, so changed, it holds all of ``clause``'s words
     but one at most (case, punctuation and function words ignored)."""
     inside = sorted(
-        (e for e in edits if e.turn_index == span.turn_index and span.start <= e.start and e.end <= span.end),
+        (
+            replace(e, start=e.start - span.start, end=e.end - span.start)  # offsets into span.before
+            for e in edits
+            if e.turn_index == span.turn_index and span.start <= e.start and e.end <= span.end
+        ),
         key=lambda e: e.start,
     )
-    text, at = "", span.start
-    for e in inside:
-        text += span.before[at - span.start : e.start - span.start] + e.after
-        at = e.end
-    text += span.before[at - span.start :]
+    text = apply_spans(span.before, inside)[0]
     unsaid = (
         set(_CONTENT.findall(clause.casefold())) - set(_CONTENT.findall(text.casefold())) - FUNCTION_WORDS
     )

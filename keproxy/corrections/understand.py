@@ -438,16 +438,15 @@ class CorrectionUnderstanding:
         edits: Sequence[SpanEdit],
     ) -> list[SpanEdit]:
         """The edits of a clause ``new`` not yet realised: when it holds one value the chat does not state yet
-        (:func:`clause_value`), that value located as a short new value (the minimal edit: "The bake sale raised
-        $1,420" changes "$1,240" and nothing else the sentence says), unless the clause is not realised by it and
-        the locator is sure of a span the clause mostly restates; else, or when that finds nothing, the clause
-        it restates, replaced whole (:func:`restated_clause`)."""
+        (:func:`clause_value`, else :func:`unstated_value`), that value located as a short new value (the minimal
+        edit: "The bake sale raised $1,420" changes "$1,240" and nothing else the sentence says), unless the
+        clause is not realised by it and the locator is sure of a span the clause mostly restates and the value's
+        edit does not say the clause there (:func:`said_with`); else, or when that finds nothing, the clause it
+        restates, replaced whole (:func:`restated_clause`)."""
         history = " ".join(texts[:turn])
-        value = None if old or any(e.correction == k for e in edits) else clause_value(new)
-        if not (old or value or any(e.correction == k for e in edits)):
-            value = unstated_value(
-                new, history
-            )  # "The car is a Dacia Duster": the name the chat does not state
+        value = None
+        if not (old or any(e.correction == k for e in edits)):
+            value = clause_value(new) or unstated_value(new, history)  # "$1,420"; "31 Hollow Lane"
         if value and fold(value) in fold(history):
             value = None  # the chat already says it: not what the clause changes ("on 5 June")
         args = (self.locator, messages, texts, turn, new, k, flagged, skip, edits)
