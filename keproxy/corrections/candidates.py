@@ -15,18 +15,18 @@ Pure functions over messages and character offsets; nothing here runs a model.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from keproxy.corrections.rewrite import shape
-from keproxy.corrections.spans import fold, named_spans
+from keproxy.corrections.spans import CONTENT_WORD, fold, named_spans
 from keproxy.corrections.tagging import candidate_sentences, value_words
 from keproxy.messages import message_text
 
 __all__ = ["naming", "stale_candidates"]
 
-_CONTENT = re.compile(r"[^\W_]{3,}")
 _DIGITS = re.compile(r"\d+")
 
 
@@ -48,11 +48,15 @@ def naming(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> set[int]:
 _TYPED = ("number", "weekday", "month")
 
 
-def _kinds(text: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def _kinds(text: str) -> frozenset[str]:
     """The kinds of value among ``text``'s words that a sentence restating it must hold too: numbers (digits or
-    number words), weekdays, months (:func:`~keproxy.corrections.rewrite.shape`); names and words have none."""
+    number words), weekdays, months (:func:`~keproxy.corrections.rewrite.shape`); names and words have none.
+    Memoised: :func:`naming` asks it of the same new value for every sentence."""
     words = (w.strip(".,;:!?()[]*\"'`“”‘’") for w in text.split())
-    return {kind for w in words if w and (kind := shape(w.removesuffix("'s").removesuffix("’s"))) in _TYPED}
+    return frozenset(
+        kind for w in words if w and (kind := shape(w.removesuffix("'s").removesuffix("’s"))) in _TYPED
+    )
 
 
 def stale_candidates(
@@ -82,7 +86,7 @@ def stale_candidates(
     if len(found) <= max_candidates:
         return found
     values = value_words(text)
-    words = {w.casefold() for w in _CONTENT.findall(text)}
+    words = {w.casefold() for w in CONTENT_WORD.findall(text)}
     kinds = {shape(w) for w in values}
 
     def score(c: tuple[int, int, int]) -> float:
@@ -90,7 +94,7 @@ def stale_candidates(
         own = value_words(sentence)
         return (
             3 * len(own & values)
-            + len(words & {w.casefold() for w in _CONTENT.findall(sentence)})
+            + len(words & {w.casefold() for w in CONTENT_WORD.findall(sentence)})
             + len(kinds & {shape(w) for w in own})
         )
 

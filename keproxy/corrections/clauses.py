@@ -26,12 +26,11 @@ from keproxy.corrections.formats import KIND_PATTERNS
 from keproxy.corrections.grammar import FUNCTION_WORDS
 from keproxy.corrections.locate import SpanLocator
 from keproxy.corrections.rewrite import EDGE, unquoted
-from keproxy.corrections.spans import occurrences
+from keproxy.corrections.spans import CONTENT_WORD, occurrences
 from keproxy.corrections.units import MEASURED, measure_dimension
 
 __all__ = ["clause_value", "restated_clause", "restates", "said_with", "unstated_value"]
 
-_CONTENT = re.compile(r"[^\W_]{3,}")
 
 _TOKEN = re.compile(r"\S+")
 
@@ -157,12 +156,14 @@ def said_with(span: SpanEdit, edits: Sequence[SpanEdit], clause: str) -> bool:
     )
     text = apply_spans(span.before, inside)[0]
     unsaid = (
-        set(_CONTENT.findall(clause.casefold())) - set(_CONTENT.findall(text.casefold())) - FUNCTION_WORDS
+        set(CONTENT_WORD.findall(clause.casefold()))
+        - set(CONTENT_WORD.findall(text.casefold()))
+        - FUNCTION_WORDS
     )
     return bool(inside) and len(unsaid) <= 1
 
 
 def restates(span: str, clause: str) -> bool:
     """Whether at least half of ``span``'s words are words of ``clause`` (case and punctuation ignored)."""
-    words, theirs = _CONTENT.findall(span.casefold()), set(_CONTENT.findall(clause.casefold()))
+    words, theirs = CONTENT_WORD.findall(span.casefold()), set(CONTENT_WORD.findall(clause.casefold()))
     return bool(words) and sum(w in theirs for w in words) >= len(words) / 2

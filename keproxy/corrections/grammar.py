@@ -17,9 +17,11 @@ from keproxy.corrections.formats import MONTHS, WEEKDAYS
 
 __all__ = [
     "COUNT_WORDS",
+    "HEAD_NOUNS",
     "capitalised",
     "capitalised_like",
     "keep_brackets",
+    "kept_head",
     "noun_agreeing",
     "unshouted",
     "with_article",
@@ -227,3 +229,34 @@ def noun_agreeing(text: str, end: int, before: str, after: str) -> tuple[int, st
     if not closed or _plural(word) or word in _IRREGULAR or len(word) <= 2 or word in _PHRASE_END:
         return end, after
     return end + x + len(word), after + text[end : end + x] + _plural_of(word)
+
+
+#: Common nouns that end a place's or a venue's name ("the Atlantic Ocean", "Harbour Room", "Gatwick Airport"):
+#: the kind of thing named, which a new name given without it ("the Pacific", "Lovelace") leaves as it is.
+HEAD_NOUNS = frozenset((
+    "ocean", "sea", "river", "lake", "bay", "gulf", "strait", "channel", "island", "islands", "mountains",
+    "valley", "desert", "forest", "park", "beach", "harbour", "harbor", "street", "road", "avenue", "lane",
+    "square", "boulevard", "hall", "room", "centre", "center", "station", "airport", "terminal", "bridge",
+    "tower", "building", "hotel", "café", "cafe", "restaurant", "pub", "church", "cathedral", "school",
+    "college", "university", "hospital", "clinic", "museum", "gallery", "theatre", "theater", "library",
+    "stadium", "arena", "market", "palace", "castle", "gardens",
+))  # fmt: skip
+
+
+def kept_head(text: str, start: int, end: int, new: str) -> int:
+    """The end of the part of the name ``text[start:end]`` that ``new`` replaces: before the name's last word
+    when that word is the kind of place it names (:data:`HEAD_NOUNS`) and ``new`` is a shorter name that
+    neither names a kind itself nor shares a word with the span ("the Atlantic Ocean" under "Q6 is the Pacific":
+    "the Pacific Ocean"); else ``end``."""
+    words, said = text[start:end].split(), new.split()
+    if (
+        len(words) < 2
+        or not 0 < len(said) < len(words)
+        or not all(w[:1].isupper() for w in words[words[0] == "the" :] + said)
+        or words[-1].casefold() not in HEAD_NOUNS
+        or said[-1].casefold().strip(".,;:!?") in HEAD_NOUNS
+        or {w.casefold() for w in words} & {w.casefold() for w in said}
+    ):
+        return end
+    name = text[start:end].rstrip()
+    return start + len(name[: -len(words[-1])].rstrip())

@@ -18,7 +18,7 @@ from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.bounds import narrow, whole_token
 from keproxy.corrections.counts import with_counted_noun
 from keproxy.corrections.formats import DATE, clashing_kinds, written_run
-from keproxy.corrections.grammar import keep_brackets, noun_agreeing, unshouted, with_article
+from keproxy.corrections.grammar import keep_brackets, kept_head, noun_agreeing, unshouted, with_article
 from keproxy.corrections.rewrite import aligned_run, replacement, unquoted
 from keproxy.corrections.schedule import schedule_run, value_by_value
 from keproxy.corrections.units import over_other_unit
@@ -65,6 +65,7 @@ def _located_edit(
     if run is not None:
         start, end, after = run
     else:
+        end = kept_head(text, start, end, unquoted(new))  # "the Atlantic Ocean" -> "the Pacific Ocean"
         after = replacement(text, start, end, new, old)
     if after is None:
         return None

@@ -20,6 +20,7 @@ from keproxy.corrections.rewrite import shape
 from keproxy.corrections.tagging import snap_to_words, stale_core, widen_to_words
 
 __all__ = [
+    "CONTENT_WORD",
     "find_all",
     "fits",
     "fold",
@@ -44,7 +45,8 @@ __all__ = [
     "words_within",
 ]
 
-_CONTENT = re.compile(r"[^\W_]{3,}")
+#: A content word: three or more letters or digits (the words two texts are compared by).
+CONTENT_WORD = re.compile(r"[^\W_]{3,}")
 _FOLD = re.compile(r"[^\W_]+")
 
 

@@ -483,3 +483,23 @@ def test_a_tagged_part_of_a_schedule_takes_in_the_run_the_new_value_lines_up_wit
     edits = located_edits(text, 0, at, at + len("Sunday 16"), None, "Saturday 15 March, 02:00 to 04:00", 0)
     assert [(e.before, e.after) for e in edits] == [("Sunday", "Saturday"), ("16", "15"), ("01:00", "02:00"),
                                                     ("03:00", "04:00")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "span", "new", "expected"),
+    [
+        ("What is the largest ocean? – The Atlantic Ocean", "Atlantic Ocean", "Pacific", "The Pacific Ocean"),
+        ("We meet in the Harbour Room at 3.", "Harbour Room", "Lovelace", "the Lovelace Room at"),
+        ("Land at Gatwick Airport, then the train.", "Gatwick Airport", "Heathrow Airport", "Heathrow Airport,"),
+        ("Your manager is Sam Patel.", "Sam Patel", "Grace", "is Grace."),  # a surname is no kind of place
+    ],
+)
+def test_a_new_name_given_without_its_kind_keeps_the_kind_the_old_name_ends_with(
+    text: str, span: str, new: str, expected: str
+) -> None:
+    start = text.index(span)
+    edits = located_edits(text, 0, start, start + len(span), None, new, 0)
+    after = text
+    for e in sorted(edits, key=lambda e: -e.start):
+        after = after[: e.start] + e.after + after[e.end :]
+    assert expected in after
