@@ -69,8 +69,9 @@ def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[
     beside the same number, before or after it ("scores 72, 85, 90, 64, 78", then "(72 + 85 + 90 + 64 + 78) /
     5": the user's list worked through) unless under another label, or written with the same hyphenated unit
     ("For a 5- and 8-year-old ...; the 8-year-old can read"). The same value among the same neighbours, or in the
-    same unit, states the same fact, however common the value. Each copy becomes what its edit wrote; none
-    overlaps ``edits`` or another."""
+    same unit, states the same fact, however common the value; so does a copy under a label naming what the edited
+    number counted ("3 refills" edited, "Refills remaining: 3" in the list). Each copy becomes what its edit
+    wrote; none overlaps ``edits`` or another."""
     out: list[SpanEdit] = []
     taken = [(e.turn_index, e.start, e.end) for e in edits]
     for e in edits:
@@ -79,6 +80,7 @@ def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[
         label = label_before(texts[e.turn_index], e.start)
         beside = _neighbours(texts[e.turn_index], e.start, e.end)
         unit = _unit_after(texts[e.turn_index], e.end)
+        noun = _noun_after(texts[e.turn_index], e.end)
         for turn in turns:
             for at in find_all(texts[turn], e.before):
                 end = at + len(e.before)
@@ -94,6 +96,7 @@ def labelled_copies(texts: Sequence[str], turns: Iterable[int], edits: Sequence[
                 if (
                     in_unit
                     or (label and named == label)
+                    or (noun and whole and _labelled_by(texts[turn], at, noun))
                     or (same and not (label and named and named != label))
                 ):
                     out.append(SpanEdit(turn, at, end, e.before, e.after, e.correction))
@@ -106,6 +109,29 @@ def _unit_after(text: str, at: int) -> str:
     there is none."""
     m = re.match(r"-[^\W\d_]+(?:-[^\W\d_]+)*", text[at : at + 30])
     return m.group().casefold() if m else ""
+
+
+def _noun_after(text: str, at: int) -> str:
+    """The word written right after offset ``at``, one space away ("refills" of "3 refills"), casefolded; "" when
+    there is none or it is a function word."""
+    m = re.match(r" ([^\W\d_]{3,})\b", text[at : at + 30])
+    word = m.group(1).casefold() if m else ""
+    return "" if word in FUNCTION_WORDS else word
+
+
+_LINE_LABEL = re.compile(
+    r"(?:^|\n)[ \t]*(?:[-*•]|\d{1,2}[.)])?[ \t*]*([^\W\d_][^\n:=]{0,40}?)[ \t*]*[:=][ \t*]*$"
+)
+
+
+def _labelled_by(text: str, at: int, noun: str) -> bool:
+    """Whether the number at offset ``at`` is the value of a line's (or list item's) label that names ``noun``,
+    in the singular or the plural ("Refills remaining: 3" for "refills")."""
+    m = _LINE_LABEL.search(text, max(0, at - 60), at)
+    if m is None:
+        return False
+    stem = noun.removesuffix("s")
+    return any(w.casefold().removesuffix("s") == stem for w in re.findall(r"[^\W\d_]+", m.group(1)))
 
 
 _NEAR = 24  # characters between a number and its neighbour

@@ -446,6 +446,15 @@ def test_a_common_value_written_again_between_the_same_numbers_is_the_same_fact(
     assert [(e.turn_index, e.start) for e in out] == [(1, worked.index("64"))]  # not the exam's 64
 
 
+def test_a_common_value_under_a_label_naming_what_it_counted_is_the_same_fact() -> None:
+    said = "It's levothyroxine 75 mcg, 90 tablets, 3 refills."
+    listed = "1. Your full name\n3. Quantity: 90 tablets\n4. Refills remaining: 3\n5. Prescriber name"
+    at = said.index("3 refills")
+    out = labelled_copies([said, listed], [0, 1], [SpanEdit(0, at, at + 1, "3", "2", 1)])
+    # the list item's label names refills; "3." numbers a list item, and a refill count is not a quantity
+    assert [(e.turn_index, e.start, e.after) for e in out] == [(1, listed.rindex("3"), "2")]
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("Avg HR: 148", "avg hr"), ("total cost = £95", "total cost"), ("the price is 95", ""), ("95", "")],
