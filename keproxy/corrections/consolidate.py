@@ -32,6 +32,7 @@ from typing import Any
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.bounds import MARKS, in_identifier
 from keproxy.corrections.formats import DATE, date_around, spaced_thousands
+from keproxy.corrections.grammar import FUNCTION_WORDS
 from keproxy.corrections.model import Tagged
 from keproxy.corrections.rewrite import differing_words, shape, word_changes
 from keproxy.corrections.spans import find_all, fold, list_marker, numbers, occurrences, skeleton
@@ -121,7 +122,9 @@ def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
     """How well a tagged span (of a correction that does not name its old value) fits it: the tagger's
     weight, plus the share of the correcting turn's words found within five words of the span on its line (the
     same attribute: "box height" by "Height: 55 cm"; a list item's neighbours are other facts), plus written-form agreement with the new value (same digits
-    pattern, "3.14" for "3.41"; characters in common)."""
+    pattern, "3.14" for "3.41"; characters in common), plus the same frame: the span, no longer than the new
+    value, follows the word that the new value follows in the turn, and not a function word ("I'm 34 and my
+    partner is 36" under "oops, I'm 32")."""
     text = texts[f.turn]
     span = text[f.start : f.end]
     left = text[max(0, f.start - 60) : f.start].rpartition("\n")[2].split()[-5:]
@@ -132,7 +135,28 @@ def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
     written = {skeleton(new, MARKS), skeleton(new.split()[0] if new.split() else new, MARKS)}
     form = 1.0 if skeleton(span, MARKS) in written else 0.0  # like the new value, or like its first word
     chars = difflib.SequenceMatcher(None, span.casefold(), new.casefold()).ratio()
-    return f.weight + context + 0.5 * form + 0.5 * chars + 0.5 * _same_unit(span, right, new)
+    at = turn_text.casefold().find(new.casefold())
+    frame = at >= 0 and len(span.split()) <= len(new.split()) and _framed_alike(text, f.start, turn_text, at)
+    return f.weight + context + 0.5 * form + 0.5 * chars + 0.5 * _same_unit(span, right, new) + 0.5 * frame
+
+
+def _token_before(text: str, at: int) -> str:
+    """The whitespace-separated token just before offset ``at`` on its line, casefolded, without the
+    punctuation around it ("i'm" of "oops, I'm 32"); "" at a line's start."""
+    m = re.search(r"(\S+)[ \t]+$", text[max(0, at - 40) : at])
+    return m.group(1).casefold().strip('.,;:!?()[]*"“”') if m else ""
+
+
+def _framed_alike(text: str, start: int, turn_text: str, at: int) -> bool:
+    """Whether the value at ``start`` of ``text`` and the new value at ``at`` of the correcting turn follow the
+    same word, one that names something ("I'm", "partner's"; not "is", "at", "the")."""
+    word = _token_before(text, start)
+    return (
+        bool(word)
+        and word == _token_before(turn_text, at)
+        and word not in FUNCTION_WORDS
+        and any(c.isalpha() for c in word)
+    )
 
 
 def _same_unit(span: str, right: Sequence[str], new: str) -> float:

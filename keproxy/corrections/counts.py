@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.consolidate import _NUMBER, Found, _stems, word_before
-from keproxy.corrections.formats import DATE, calendar_date
+from keproxy.corrections.formats import DATE, calendar_date, value_kind
 from keproxy.corrections.rewrite import EDGE, shape
 from keproxy.corrections.units import AFTER_A_NUMBER, same_unit
 
@@ -199,9 +199,15 @@ def last_mentioned(
     (``candidates(text)``: (start, end) of each value of that kind), with that value's copies in the earlier
     turns. When that turn mentions several different numbers, the first it mentions when it is also the nearest
     to the ``new`` number ("boils at about 68 °C ..., well below water's 100 °C" under "Actually, 78.4 °C": the
-    answer, then its context); else nothing (it is not clear which one is meant)."""
+    answer, then its context); else nothing (it is not clear which one is meant). A new value that counts things
+    ("6 people") is no time of day: clock times ("7pm") are left out of the candidates."""
+
+    def candidates_of_kind(text: str) -> list[tuple[int, int]]:
+        spans = candidates(text)
+        return [(a, b) for a, b in spans if value_kind(text[a:b]) != "time"] if _counts_things(new) else spans
+
     for turn in sorted(turns, reverse=True):
-        spans = candidates(texts[turn])
+        spans = candidates_of_kind(texts[turn])
         if not spans:
             continue
         values = {texts[turn][a:b].casefold() for a, b in spans}
@@ -215,10 +221,27 @@ def last_mentioned(
             Found(t, a, b, 0, 0.5)
             for t in turns
             if t <= turn
-            for a, b in candidates(texts[t])
+            for a, b in candidates_of_kind(texts[t])
             if texts[t][a:b].casefold() == value
         ]
     return []
+
+
+#: Words after a number that make it a time or a duration, not a count of things ("6 hours", "6pm").
+_OF_TIME = frozenset((
+    "am", "pm", "a.m.", "p.m.", "o'clock", "h", "hr", "hrs", "hour", "hours", "min", "mins", "minute", "minutes",
+    "s", "sec", "secs", "second", "seconds", "day", "days", "week", "weeks", "month", "months", "year", "years",
+))  # fmt: skip
+
+
+def _counts_things(new: str) -> bool:
+    """Whether ``new`` is a number and the noun it counts ("6 people", "3 tins"), not a time or a duration."""
+    words = new.casefold().split()
+    return (
+        len(words) >= 2
+        and value_kind(words[0]) == "number"
+        and words[1].strip(".,;:!?") not in _OF_TIME | _NOT_COUNTED
+    )
 
 
 def _nearest(new: str, values: set[str]) -> str | None:

@@ -294,9 +294,14 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         rest = [w.strip(".,;:!?").casefold() for w in new.split() if w.strip(".,;:!?") != pick]
         if pick is not None and all(w in sentence.casefold() for w in rest):
             new = pick  # the other words are the text's own ("number 72" where it says "number 27")
-    if len(numbers) == 1 and (_operand(sentence, start, end) or _counted_here(sentence, end, new)):
+    if len(numbers) == 1 and (
+        _operand(sentence, start, end)
+        or _counted_here(sentence, end, new)
+        or _bare_count(sentence, start, end, new)
+    ):
         # "1500 + 2000 + 2500 = 6000 m" under "1800m": an operand stays a bare number, the unit is the sum's;
-        # "1 guest with coeliac disease" under "2 coeliacs": the text names what it counts its own way
+        # "1 guest with coeliac disease" under "2 coeliacs": the text names what it counts its own way;
+        # "a table for 4 at Nando's" under "6 people": the text names no noun, and still names none
         bare = grouped_like(span, _keep_zero_cents(span, numbers[0]))
         return bare if bare != span else None
     in_order = _numbers_in_order(span, new)
@@ -324,6 +329,20 @@ def replacement(sentence: str, start: int, end: int, new: str, old: str | None =
         return fitted if fitted and fitted != span else None
     aligned = _aligned(sentence, start, end, new)
     return aligned if aligned and aligned != span else None
+
+
+#: What may follow a count written without its noun: punctuation, the end, or a preposition or conjunction.
+_AFTER_BARE_COUNT = re.compile(r"\s*(?:[.,;:!?)]|$|(?:at|on|in|for|and|or|to|from|with|by)\b)", re.IGNORECASE)
+
+
+def _bare_count(sentence: str, start: int, end: int, new: str) -> bool:
+    """Whether a new count with its noun ("6 people") is said of a count written without one, followed by
+    punctuation or a preposition ("a table for 4 at Nando's"): the text names no noun, so it gets none."""
+    return bool(
+        re.fullmatch(r"\d+", sentence[start:end])
+        and re.fullmatch(r"\s*\d+\s+[^\W\d_]+\s*", new)
+        and _AFTER_BARE_COUNT.match(sentence, end)
+    )
 
 
 _OPERATOR_BEFORE = re.compile(r"(?:^|\s)[+×*/÷−=≈]\s*$")

@@ -241,6 +241,13 @@ PROBES = [
         ["Our router sits at 192.168.1.1 and the NAS has 2 TB free. Write a note for the family.",
          "Note: the router is at 192.168.1.1; the NAS has 2 TB of free space."],
     ),
+    (  # a count of people is no time of day (was not detected: "4" and "7pm" were two candidates, "7pm" the
+        # nearer); the text names no noun after the count, so it gets none (was "a table for 6 people")
+        ["Book me a table for 4 at Nando's on Friday at 7pm.",
+         "Done: a table for 4 at Nando's, Friday 7pm. I'll send a reminder Thursday evening.", "Make that 6 people."],
+        ["Book me a table for 6 at Nando's on Friday at 7pm.",
+         "Done: a table for 6 at Nando's, Friday 7pm. I'll send a reminder Thursday evening."],
+    ),
 ]  # fmt: skip
 
 
@@ -282,3 +289,16 @@ def test_a_routine_on_the_old_day_keeps_it_when_the_tagger_relates_it(
         "I have pilates every Thursday. The dentist appointment is on Friday too.",
         "Got it: pilates every Thursday, and the dentist appointment is on Friday.",
     ]
+
+
+def test_a_self_correction_changes_the_value_said_in_its_frame(understanding: CorrectionUnderstanding) -> None:
+    # "I'm 32" corrects "I'm 34", not the partner's 36 (was "my partner is 32"); the years derived from it in
+    # the answer are another matter (not asserted)
+    turns = [
+        "I'm 34 and my partner is 36. We want to retire at 60.",
+        "You have 26 years until retirement, and your partner has 24. That's a good horizon for index funds.",
+        "oops, I'm 32",
+    ]
+    out = forwarded(understanding, turns)
+    assert out[0] == "I'm 32 and my partner is 36. We want to retire at 60."
+    assert "your partner has 24" in out[1]
