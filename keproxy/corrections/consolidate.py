@@ -124,7 +124,8 @@ def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
     same attribute: "box height" by "Height: 55 cm"; a list item's neighbours are other facts), plus written-form agreement with the new value (same digits
     pattern, "3.14" for "3.41"; characters in common), plus the same frame: the span, no longer than the new
     value, follows the word that the new value follows in the turn, and not a function word ("I'm 34 and my
-    partner is 36" under "oops, I'm 32")."""
+    partner is 36" under "oops, I'm 32"), plus one when a key names what the new value counts (``retries=3`` under
+    "make it 5 retries")."""
     text = texts[f.turn]
     span = text[f.start : f.end]
     left = text[max(0, f.start - 60) : f.start].rpartition("\n")[2].split()[-5:]
@@ -137,7 +138,33 @@ def support(f: Found, texts: Sequence[str], turn_text: str, new: str) -> float:
     chars = difflib.SequenceMatcher(None, span.casefold(), new.casefold()).ratio()
     at = turn_text.casefold().find(new.casefold())
     frame = at >= 0 and len(span.split()) <= len(new.split()) and _framed_alike(text, f.start, turn_text, at)
-    return f.weight + context + 0.5 * form + 0.5 * chars + 0.5 * _same_unit(span, right, new) + 0.5 * frame
+    named = _labelled_as(text, f.start, new)
+    return (
+        f.weight
+        + context
+        + 0.5 * form
+        + 0.5 * chars
+        + 0.5 * _same_unit(span, right, new)
+        + 0.5 * frame
+        + named
+    )
+
+
+_KEY_BEFORE = re.compile(r"([^\W\d]+)[ \t]*[:=][ \t]*$")
+
+
+def _labelled_as(text: str, start: int, new: str) -> bool:
+    """Whether the value at ``start`` is written under a key or label naming what the new value counts:
+    ``retries=3`` or "Retries: 3" for "5 retries" (the noun after the new value's number, in the singular or the
+    plural)."""
+    words = new.casefold().split()
+    if len(words) != 2 or not _NUMBER.search(words[0]):
+        return False
+    m = _KEY_BEFORE.search(text[max(0, start - 40) : start])
+    if m is None:
+        return False
+    key = m.group(1).casefold().split("_")[-1]
+    return len(key) >= 3 and key.removesuffix("s") == words[1].strip(".,;:!?").removesuffix("s")
 
 
 def _token_before(text: str, at: int) -> str:

@@ -31,7 +31,7 @@ from keproxy.corrections.formats import (
     number_first,
 )
 from keproxy.corrections.tagging import stale_core
-from keproxy.corrections.units import RANGE, money_otherwise, other_dimension, same_unit
+from keproxy.corrections.units import RANGE, measure_dimension, money_otherwise, other_dimension, same_unit
 
 __all__ = [
     "EDGE",
@@ -337,11 +337,17 @@ _AFTER_BARE_COUNT = re.compile(r"\s*(?:[.,;:!?)]|$|(?:at|on|in|for|and|or|to|fro
 
 def _bare_count(sentence: str, start: int, end: int, new: str) -> bool:
     """Whether a new count with its noun ("6 people") is said of a count written without one, followed by
-    punctuation or a preposition ("a table for 4 at Nando's"): the text names no noun, so it gets none."""
-    return bool(
-        re.fullmatch(r"\d+", sentence[start:end])
-        and re.fullmatch(r"\s*\d+\s+[^\W\d_]+\s*", new)
-        and _AFTER_BARE_COUNT.match(sentence, end)
+    punctuation or a preposition ("a table for 4 at Nando's": the text names no noun, so it gets none), or
+    written with a noun of its own where neither noun is a unit ("retries a request 3 times" under "5 retries":
+    the text's noun stays)."""
+    said = re.fullmatch(r"\s*\d+\s+([^\W\d_]+)\s*", new)
+    if not re.fullmatch(r"\d+", sentence[start:end]) or said is None:
+        return False
+    own = re.match(r" ([^\W\d_]+)", sentence[end:])
+    return bool(_AFTER_BARE_COUNT.match(sentence, end)) or (
+        own is not None
+        and measure_dimension(own.group(1)) is None
+        and measure_dimension(said.group(1)) is None
     )
 
 

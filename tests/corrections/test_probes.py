@@ -291,7 +291,9 @@ def test_a_routine_on_the_old_day_keeps_it_when_the_tagger_relates_it(
     ]
 
 
-def test_a_self_correction_changes_the_value_said_in_its_frame(understanding: CorrectionUnderstanding) -> None:
+def test_a_self_correction_changes_the_value_said_in_its_frame(
+    understanding: CorrectionUnderstanding,
+) -> None:
     # "I'm 32" corrects "I'm 34", not the partner's 36 (was "my partner is 32"); the years derived from it in
     # the answer are another matter (not asserted)
     turns = [
@@ -302,3 +304,23 @@ def test_a_self_correction_changes_the_value_said_in_its_frame(understanding: Co
     out = forwarded(understanding, turns)
     assert out[0] == "I'm 32 and my partner is 36. We want to retire at 60."
     assert "your partner has 24" in out[1]
+
+
+def test_a_count_goes_to_the_key_that_names_it_and_code_stays_code(
+    understanding: CorrectionUnderstanding,
+) -> None:
+    # "make it 5 retries": the value of ``retries=3`` (was the expression "retries - 1", written over with
+    # "5 retries"), and the request's "3 times" keeps its own noun (was "5 retries times")
+    code = (
+        "import time\n\ndef fetch_with_retry(fn, retries=3, delay=2):\n    for attempt in range(retries):\n"
+        "        try:\n            return fn()\n        except Exception:\n            if attempt == retries - 1:\n"
+        "                raise\n            time.sleep(delay)"
+    )
+    turns = [
+        "Write a Python function that retries a request 3 times with a 2 second delay.",
+        code,
+        "make it 5 retries",
+    ]
+    out = forwarded(understanding, turns)
+    assert out[0] == "Write a Python function that retries a request 5 times with a 2 second delay."
+    assert out[1] == code.replace("retries=3", "retries=5")
