@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from keproxy.corrections.formats import WEEKDAY
 from keproxy.corrections.rewrite import shape
 from keproxy.corrections.spans import CONTENT_WORD, fold, named_spans
 from keproxy.corrections.tagging import candidate_sentences, value_words
@@ -40,7 +41,7 @@ def naming(sentence: str, pairs: Sequence[tuple[str | None, str]]) -> set[int]:
         k for k, (old, _) in enumerate(pairs)
         if old and (fold(old) in folded or digits.issuperset(_DIGITS.findall(old) or [""]))
     }  # fmt: skip
-    kinds = _kinds(sentence)
+    kinds = _kinds(sentence, short_days=True)
     found |= {k for k, (old, new) in enumerate(pairs) if not old and kinds & _kinds(new)}
     return found | {k for *_, k in named_spans(sentence, pairs)}
 
@@ -49,13 +50,20 @@ _TYPED = ("number", "weekday", "month")
 
 
 @functools.lru_cache(maxsize=4096)
-def _kinds(text: str) -> frozenset[str]:
+def _kinds(text: str, *, short_days: bool = False) -> frozenset[str]:
     """The kinds of value among ``text``'s words that a sentence restating it must hold too: numbers (digits or
     number words), weekdays, months (:func:`~keproxy.corrections.rewrite.shape`); names and words have none.
+    short_days: a weekday cut short ("Wed") counts too (a sentence's; in a new value, "Sun" may be a title's).
     Memoised: :func:`naming` asks it of the same new value for every sentence."""
     words = (w.strip(".,;:!?()[]*\"'`“”‘’") for w in text.split())
     return frozenset(
-        kind for w in words if w and (kind := shape(w.removesuffix("'s").removesuffix("’s"))) in _TYPED
+        "weekday" if short_days and WEEKDAY.fullmatch(w) else kind  # "Wed" as well as "Wednesday"
+        for w in words
+        if w
+        and (
+            (short_days and WEEKDAY.fullmatch(w))
+            or (kind := shape(w.removesuffix("'s").removesuffix("’s"))) in _TYPED
+        )
     )
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.bounds import MARKS, in_identifier
-from keproxy.corrections.formats import DATE, date_around, spaced_thousands
+from keproxy.corrections.formats import DATE, WEEKDAY, WEEKDAYS, date_around, spaced_thousands
 from keproxy.corrections.grammar import FUNCTION_WORDS
 from keproxy.corrections.model import Tagged
 from keproxy.corrections.rewrite import differing_words, shape, word_changes
@@ -441,16 +441,19 @@ def copies(
     """(turn, start, end) of each whole-word occurrence of ``value`` (ignoring case; an amount with its zero
     cents, "€7.00" for "€7"; thousands grouped with spaces, "1 800" for "1,800") in ``turns`` that states the
     same fact: every one for a :func:`distinctive` value (found inside joined tokens too, :func:`standalone`),
-    else those whose sentence ``sentence_score(turn, offset)`` scores at least ``min_score`` (a weekday: at least
-    :data:`WEEKDAY_COPY_SCORE`)."""
+    else those whose sentence ``sentence_score(turn, offset)`` scores at least ``min_score`` (a weekday, in full or
+    cut short, "Wed" for "Wednesday": at least :data:`WEEKDAY_COPY_SCORE`)."""
     wide = distinctive(value)
-    score = max(min_score, WEEKDAY_COPY_SCORE) if shape(value) == "weekday" else min_score
+    day = WEEKDAY.fullmatch(value.strip().rstrip("."))
+    score = max(min_score, WEEKDAY_COPY_SCORE) if day or shape(value) == "weekday" else min_score
     needle = value.casefold()
+    needles = spaced_thousands(needle)
+    if day:  # a weekday in full or cut short: "Wed" and "Wednesday" are one day
+        name = next(n for n in WEEKDAYS if n.startswith(day.group().casefold()[:3]))
+        needles = [name, name[:3]]
     for turn in turns:
         folded = texts[turn].casefold()
-        for at, end in sorted(
-            {(at, at + len(n)) for n in spaced_thousands(needle) for at in find_all(folded, n)}
-        ):
+        for at, end in sorted({(at, at + len(n)) for n in needles for at in find_all(folded, n)}):
             cents = _ZERO_CENTS.match(texts[turn], end) if needle[-1:].isdigit() else None
             if cents is not None:  # "€7" named, "€7.00" written: the same amount
                 end = cents.end()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from keproxy.corrections.base import SpanEdit
 from keproxy.corrections.bounds import narrow, whole_token
 from keproxy.corrections.counts import with_counted_noun
-from keproxy.corrections.formats import DATE, clashing_kinds, written_run
+from keproxy.corrections.formats import DATE, clashing_kinds, weekday_like, written_run
 from keproxy.corrections.grammar import keep_brackets, kept_head, noun_agreeing, unshouted, with_article
 from keproxy.corrections.rewrite import aligned_run, replacement, unquoted
 from keproxy.corrections.schedule import schedule_run, value_by_value
@@ -66,7 +66,8 @@ def _located_edit(
         start, end, after = run
     else:
         end = kept_head(text, start, end, unquoted(new))  # "the Atlantic Ocean" -> "the Pacific Ocean"
-        after = replacement(text, start, end, new, old)
+        # a weekday keeps its written form ("Wed" -> "Thu" under "Thursday")
+        after = weekday_like(unquoted(new), text[start:end]) or replacement(text, start, end, new, old)
     if after is None:
         return None
     after = keep_brackets(text[start:end], after)

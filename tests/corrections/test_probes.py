@@ -248,6 +248,13 @@ PROBES = [
         ["Book me a table for 6 at Nando's on Friday at 7pm.",
          "Done: a table for 6 at Nando's, Friday 7pm. I'll send a reminder Thursday evening."],
     ),
+    (  # a weekday written short ("Wed") is the same day as the one written in full, and stays short (was left
+        # "Wed": its sentence was no candidate, and copies were looked for in full only)
+        ["Schedule: Mon yoga 7am, Wed swim 6pm, Fri run 7am.",
+         "Your week: Monday yoga at 7am, Wednesday swim at 6pm, Friday run at 7am.", "swim is Thursday now"],
+        ["Schedule: Mon yoga 7am, Thu swim 6pm, Fri run 7am.",
+         "Your week: Monday yoga at 7am, Thursday swim at 6pm, Friday run at 7am."],
+    ),
 ]  # fmt: skip
 
 
