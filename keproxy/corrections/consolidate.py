@@ -167,23 +167,25 @@ def _labelled_as(text: str, start: int, new: str) -> bool:
     return len(key) >= 3 and key.removesuffix("s") == words[1].strip(".,;:!?").removesuffix("s")
 
 
-def _token_before(text: str, at: int) -> str:
-    """The whitespace-separated token just before offset ``at`` on its line, casefolded, without the
-    punctuation around it ("i'm" of "oops, I'm 32"); "" at a line's start."""
-    m = re.search(r"(\S+)[ \t]+$", text[max(0, at - 40) : at])
-    return m.group(1).casefold().strip('.,;:!?()[]*"“”') if m else ""
+def _frame_before(text: str, at: int) -> tuple[str, ...]:
+    """The words that frame the value at offset ``at``: the token just before it on its line, or, when that is
+    a function word, the token before it too; casefolded, without the punctuation around them (("i'm",) for
+    "oops, I'm 32", ("closes", "at") for "closes at 6"); () when the frame is only function words or holds no
+    letter."""
+    line = text[max(0, at - 60) : at].rpartition("\n")[2]
+    words = [t.casefold().strip('.,;:!?()[]*"“”«»') for t in line.split()[-2:]]
+    frame = words[-1:] if words and words[-1] not in FUNCTION_WORDS else words[-2:]
+    if not frame or frame[0] in FUNCTION_WORDS or not any(c.isalpha() for c in frame[0]):
+        return ()
+    return tuple(frame)
 
 
 def _framed_alike(text: str, start: int, turn_text: str, at: int) -> bool:
-    """Whether the value at ``start`` of ``text`` and the new value at ``at`` of the correcting turn follow the
-    same word, one that names something ("I'm", "partner's"; not "is", "at", "the")."""
-    word = _token_before(text, start)
-    return (
-        bool(word)
-        and word == _token_before(turn_text, at)
-        and word not in FUNCTION_WORDS
-        and any(c.isalpha() for c in word)
-    )
+    """Whether the value at ``start`` of ``text`` and the new value at ``at`` of the correcting turn have the
+    same frame (:func:`_frame_before`): "I'm 34" and "I'm 32", "closes at 5" and "closes at 6"; not "quarter
+    +31" and "quarter is +42", not "is 36" and "is 32")."""
+    frame = _frame_before(text, start)
+    return bool(frame) and frame == _frame_before(turn_text, at)
 
 
 def _same_unit(span: str, right: Sequence[str], new: str) -> float:

@@ -178,6 +178,7 @@ _TERSE = frozenset(
         "make", "it", "that", "actually", "sorry", "no", "nope", "meant", "mean", "i", "wait", "please", "instead",
         "oh", "ok", "okay", "hmm", "then", "now", "my", "bad", "oops", "rather", "change", "to", "let's",
         "lets", "go", "with", "is", "it's", "its", "the", "a", "at", "on", "for", "and", "er", "um", "uh", "yes",
+        "wrong", "incorrect", "nah", "correction",
     )
 )  # fmt: skip
 

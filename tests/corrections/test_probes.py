@@ -255,6 +255,17 @@ PROBES = [
         ["Schedule: Mon yoga 7am, Thu swim 6pm, Fri run 7am.",
          "Your week: Monday yoga at 7am, Thursday swim at 6pm, Friday run at 7am."],
     ),
+    (  # the new time goes where the turn's words frame it ("closes at 6": "closes at 5"), also in the translation
+        # (was "opens at 6")
+        ["Please translate to Spanish: 'The museum opens at 9 and closes at 5 on weekdays.'",
+         "«El museo abre a las 9 y cierra a las 5 entre semana.»", "oh wait, it closes at 6, I misread the sign"],
+        ["Please translate to Spanish: 'The museum opens at 9 and closes at 6 on weekdays.'",
+         "«El museo abre a las 9 y cierra a las 6 entre semana.»"],
+    ),
+    (  # "Wrong, it's X." says nothing but its new value: the name last mentioned (was not detected)
+        ["Quiz: What's the capital of Australia?", "Sydney.", "Wrong, it's Canberra."],
+        ["Quiz: What's the capital of Australia?", "Canberra."],
+    ),
 ]  # fmt: skip
 
 
