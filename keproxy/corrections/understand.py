@@ -57,7 +57,6 @@ from keproxy.corrections.consolidate import (
     propagate,
     restated,
     standalone,
-    support,
     typed_candidates,
     untagged_candidates,
 )
@@ -70,6 +69,7 @@ from keproxy.corrections.counts import (
     written_like_new,
 )
 from keproxy.corrections.detect.template_parser import parse_template
+from keproxy.corrections.fit import support
 from keproxy.corrections.follow_on import follow_on_edits
 from keproxy.corrections.formats import clashing_kinds
 from keproxy.corrections.gate import CorrectionGate

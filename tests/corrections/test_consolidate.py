@@ -17,11 +17,11 @@ from keproxy.corrections.consolidate import (
     restated_words,
     standalone,
     states,
-    support,
     typed_candidates,
     value_key,
 )
 from keproxy.corrections.counts import counted, labelled, with_counted_noun
+from keproxy.corrections.fit import support
 from keproxy.corrections.rewrite import replacement, word_changes
 from keproxy.corrections.siblings import (
     label_before,

@@ -490,7 +490,12 @@ def test_a_tagged_part_of_a_schedule_takes_in_the_run_the_new_value_lines_up_wit
     [
         ("What is the largest ocean? – The Atlantic Ocean", "Atlantic Ocean", "Pacific", "The Pacific Ocean"),
         ("We meet in the Harbour Room at 3.", "Harbour Room", "Lovelace", "the Lovelace Room at"),
-        ("Land at Gatwick Airport, then the train.", "Gatwick Airport", "Heathrow Airport", "Heathrow Airport,"),
+        (
+            "Land at Gatwick Airport, then the train.",
+            "Gatwick Airport",
+            "Heathrow Airport",
+            "Heathrow Airport,",
+        ),
         ("Your manager is Sam Patel.", "Sam Patel", "Grace", "is Grace."),  # a surname is no kind of place
     ],
 )
