@@ -129,7 +129,12 @@ def typed_candidates(sentence: str, new: str) -> list[tuple[int, int]]:
         word = m.group()
         x = m.start() + len(word) - len(word.lstrip("(*$£€\"'`“‘"))
         y = m.end() - (len(word) - len(word.rstrip(".,;:!?)*\"'`”’")))
-        if x < y and shape(sentence[x:y]) == kind and sentence[x:y].casefold() not in new.casefold():
+        if (
+            x < y
+            and shape(sentence[x:y]) == kind
+            and sentence[x:y].casefold() not in new.casefold()
+            and sentence[x:y] != "I"  # the pronoun is no name
+        ):
             out.append((x, y))
     return out
 

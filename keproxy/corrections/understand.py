@@ -284,6 +284,12 @@ class CorrectionUnderstanding:
             if seen and len(seen) < len(news):
                 news = [n for n in news if n not in seen]
                 olds = olds + seen
+        if len(olds) > 1 and history:
+            # an "old" value the history never states beside one of its kind it does ("Sunday not Monday"): new
+            unsaid = [o for o in olds if f" {fold(text[o[0] : o[1]])} " not in f" {history} "]
+            kinds = {shape(text[a:b]) for a, b in olds if (a, b) not in unsaid}
+            turned = [o for o in unsaid if shape(text[o[0] : o[1]]) in kinds]
+            news, olds = sorted(news + turned), [o for o in olds if o not in turned]
         paired = paired_values(text, news, olds)
         pairs: list[tuple[str | None, str]] = []
         said = set(history.split())

@@ -133,6 +133,9 @@ def test_typed_candidates_are_values_of_the_new_values_kind() -> None:
     assert found == ["60", "40", "35", "45"]
     assert [sentence[x:y] for x, y in typed_candidates(sentence, "Friday")] == ["Tuesday"]
     assert typed_candidates(sentence, "cardboard") == []
+    # a name for a name, but the pronoun "I" is none (was "Udon have two cats" under "I forgot Udon")
+    said = "I have two cats, Miso and Tofu."
+    assert [said[x:y] for x, y in typed_candidates(said, "Udon")] == ["Miso", "Tofu"]
 
 
 def test_a_named_identifier_takes_the_most_alike_word_of_the_new_value() -> None:

@@ -266,6 +266,14 @@ PROBES = [
         ["Quiz: What's the capital of Australia?", "Sydney.", "Wrong, it's Canberra."],
         ["Quiz: What's the capital of Australia?", "Canberra."],
     ),
+    (  # two facts, the second in "new not old" form with both values tagged old: the one no turn states is the new
+        # one (was left "Monday")
+        ["Email to landlord: the boiler broke on Monday, plumber booked for Thursday 10am, invoice £180.",
+         "I've booked a plumber for Thursday at 10am, after the boiler broke down on Monday; the invoice is £180.",
+         "invoice is £210, and it broke Sunday not Monday"],
+        ["Email to landlord: the boiler broke on Sunday, plumber booked for Thursday 10am, invoice £210.",
+         "I've booked a plumber for Thursday at 10am, after the boiler broke down on Sunday; the invoice is £210."],
+    ),
 ]  # fmt: skip
 
 
