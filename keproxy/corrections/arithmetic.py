@@ -17,12 +17,12 @@ import functools
 import operator
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from keproxy.corrections.grammar import COUNT_WORDS
 
 __all__ = [
-    "NUM", "Equation", "Number", "agrees", "equations", "evaluate", "format_like", "numbers_of", "parse_number",
+    "NUM", "Equation", "Number", "agrees", "equations", "evaluate", "exactly", "format_like", "numbers_of", "parse_number",
     "pieces", "solve", "termwise", "word_numbers",
 ]  # fmt: skip
 
@@ -192,6 +192,27 @@ def format_like(value: float, like: Number) -> str | None:
     if like.decimals and like.decimals != 2 and not like.trailing_zero:
         written = written.rstrip("0").rstrip(".")  # "2.5" -> "2", not "2.0"; money keeps its cents
     return written
+
+
+_APPROXIMATE = re.compile(
+    r"(?:about|around|roughly|approx\.?|approximately|nearly|almost|circa|~|≈)\s*(?:[£$€¥₹]\s*)?$",
+    re.IGNORECASE,
+)
+
+
+def exactly(number: Number, value: float, text: str, exact: bool = True) -> Number:
+    """``number`` with the decimals that write ``value`` exactly when it was a whole number written ``exact`` (as
+    computed, not rounded) and ``value`` is not one but has one or two decimals ("15% of 240 is 36" -> "43.2" under
+    18%, not "43"); as it is otherwise, or when the text presents it as an approximation ("about 36")."""
+    if (
+        not exact
+        or number.decimals
+        or value == round(value)
+        or _APPROXIMATE.search(text, max(0, number.start - 12), number.start)
+    ):
+        return number
+    decimals = next((d for d in (1, 2) if abs(round(value, d) - value) < 1e-9), None)
+    return replace(number, decimals=decimals) if decimals else number
 
 
 def _consistent(equation: Equation) -> bool:

@@ -33,6 +33,7 @@ from keproxy.corrections.arithmetic import (
     agrees,
     equations,
     evaluate,
+    exactly,
     format_like,
     numbers_of,
     parse_number,
@@ -265,6 +266,7 @@ class _Derivation:
         self.given: set[int] = set()  # the numbers the edits change; the others are derived, and re-derived
         self.source: dict[int, int] = {}
         self.changed: dict[int, float] = {}
+        self.exact: set[int] = set()  # results written as computed, not rounded: written exactly again
 
     def edits(self, turn: int, edits: Sequence[SpanEdit]) -> list[SpanEdit]:
         if not self.chains and not self.totals and not self.shares and len(self.plain) < 3:
@@ -292,7 +294,7 @@ class _Derivation:
                 break
         out = []
         for start, value in self.changed.items():
-            number = self.numbers[start]
+            number = exactly(self.numbers[start], value, self.text, start in self.exact)
             written = format_like(value, replace(number, grouped=number.grouped or self.grouped))
             was = self.text[number.start : number.end]
             if written is None or written == was:
@@ -345,6 +347,7 @@ class _Derivation:
         target = evaluate(q.sides[0], self.values) if moved else None
         if target is None:
             return
+        before = evaluate(q.sides[0], {})  # the first side as written
         for side in q.sides[1:]:
             numbers = numbers_of(side)
             terms = termwise(q.sides[0], side, self.values)
@@ -354,6 +357,11 @@ class _Derivation:
                 continue
             if len(side) == 1 and isinstance(side[0], Number):
                 number, value = numbers[0], 100 * target if numbers[0].percent else target
+                if (
+                    before is not None
+                    and abs((100 * before if number.percent else before) - number.value) < 1e-9
+                ):
+                    self.exact.add(number.start)
             else:
                 if all(n.start in self.values for n in numbers):
                     continue
@@ -412,7 +420,9 @@ class _Derivation:
                         explained = _explanations(x, xo, xn, c, co, cn, y, together)
                     for old, new in explained:
                         if agrees(old, y.number):
-                            written = format_like(new, y.number)
+                            exact = abs(old - y.number.value) < 1e-9
+                            self.exact |= {y.number.start} if exact else set()
+                            written = format_like(new, exactly(y.number, new, self.text, exact))
                             if written is not None:
                                 found.add(written)
                 if len(found) == 1:

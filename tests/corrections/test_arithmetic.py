@@ -325,3 +325,28 @@ def test_equations_are_memoised_but_each_caller_gets_its_own_list() -> None:
     first = equations(text)
     first.clear()  # a caller's list is its own: the memo keeps what the text holds
     assert len(equations(text)) == 2 and equations(text) is not equations(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "new", "expected"),
+    [
+        # written as computed: the new result exactly (was "43", the old result's decimals)
+        ("15% of 240 is 36.", "15%", "18%", "18% of 240 is 43.2."),
+        ("That is 40 × 3 = 120 in total.", "40", "41.5", "That is 41.5 × 3 = 124.5 in total."),
+        # written rounded (1,985 × 4.98 = 9,885.3), or as an approximation: rounded again
+        (
+            "Bank: (£2,000 − £15) × 4.98 = 9,885 PLN.",
+            "4.98",
+            "5.01",
+            "Bank: (£2,000 − £15) × 5.01 = 9,945 PLN.",
+        ),
+        ("40 × 3 = 120, so about 120 in all.", "40", "41.5", "41.5 × 3 = 124.5, so about 124 in all."),
+    ],
+)
+def test_a_result_written_exactly_is_recomputed_exactly_and_a_rounded_one_rounded(
+    text: str, old: str, new: str, expected: str
+) -> None:
+    at = text.index(old)
+    edits = [SpanEdit(0, at, at + len(old), old, new, 0)]
+    edits += derived_edits([text], edits)
+    assert apply_spans(text, sorted(edits, key=lambda e: e.start))[0] == expected
