@@ -56,15 +56,15 @@ def _kinds(text: str, *, short_days: bool = False) -> frozenset[str]:
     short_days: a weekday cut short ("Wed") counts too (a sentence's; in a new value, "Sun" may be a title's).
     Memoised: :func:`naming` asks it of the same new value for every sentence."""
     words = (w.strip(".,;:!?()[]*\"'`“”‘’") for w in text.split())
-    return frozenset(
-        "weekday" if short_days and WEEKDAY.fullmatch(w) else kind  # "Wed" as well as "Wednesday"
-        for w in words
-        if w
-        and (
-            (short_days and WEEKDAY.fullmatch(w))
-            or (kind := shape(w.removesuffix("'s").removesuffix("’s"))) in _TYPED
-        )
-    )
+    return frozenset(kind for w in words if w and (kind := _kind(w, short_days)))
+
+
+def _kind(word: str, short_days: bool) -> str | None:
+    """The kind of value of one word (:data:`_TYPED`), or None; with ``short_days``, "Wed" is a weekday too."""
+    if short_days and WEEKDAY.fullmatch(word):
+        return "weekday"
+    kind = shape(word.removesuffix("'s").removesuffix("’s"))
+    return kind if kind in _TYPED else None
 
 
 def stale_candidates(

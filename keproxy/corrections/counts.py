@@ -203,9 +203,11 @@ def last_mentioned(
     answer, then its context); else nothing (it is not clear which one is meant). A new value that counts things
     ("6 people") is no time of day: clock times ("7pm") are left out of the candidates."""
 
+    counting = _counts_things(new)
+
     def candidates_of_kind(text: str) -> list[tuple[int, int]]:
         spans = candidates(text)
-        return [(a, b) for a, b in spans if value_kind(text[a:b]) != "time"] if _counts_things(new) else spans
+        return [(a, b) for a, b in spans if value_kind(text[a:b]) != "time"] if counting else spans
 
     for turn in sorted(turns, reverse=True):
         spans = candidates_of_kind(texts[turn])

@@ -420,8 +420,9 @@ class _Derivation:
                         explained = _explanations(x, xo, xn, c, co, cn, y, together)
                     for old, new in explained:
                         if agrees(old, y.number):
-                            exact = abs(old - y.number.value) < 1e-9
-                            self.exact |= {y.number.start} if exact else set()
+                            exact = abs(old - y.number.value) < 1e-9  # written as computed
+                            if exact:
+                                self.exact.add(y.number.start)
                             written = format_like(new, exactly(y.number, new, self.text, exact))
                             if written is not None:
                                 found.add(written)

@@ -277,16 +277,20 @@ class CorrectionUnderstanding:
         spans = [(a, within_sentence(text, a, b), stem) for a, b, stem in snap_to_words(text, result.spans)]
         news = [(named_in_full(text, a, b), b) for a, b, stem in spans if stem == "NEW"]  # "Pip's Playbarn"
         olds = [(a, b) for a, b, stem in spans if stem == "OLD"]
+
+        def stated(span: tuple[int, int]) -> bool:
+            # as a whole phrase: "4.7.2" is stated by "fixed in 4.7.2", not by "4.7.0" and "2 days"
+            return f" {fold(text[span[0] : span[1]])} " in f" {history} "
+
         if len(news) > 1 and history:
             # a "new" value the history already states is the old one ("I wrote 9 cups, meant 7")
-            # stated as a whole phrase: "4.7.2" is stated by "fixed in 4.7.2", not by "4.7.0" and "2 days"
-            seen = [n for n in news if f" {fold(text[n[0] : n[1]])} " in f" {history} "]
+            seen = [n for n in news if stated(n)]
             if seen and len(seen) < len(news):
                 news = [n for n in news if n not in seen]
                 olds = olds + seen
         if len(olds) > 1 and history:
             # an "old" value the history never states beside one of its kind it does ("Sunday not Monday"): new
-            unsaid = [o for o in olds if f" {fold(text[o[0] : o[1]])} " not in f" {history} "]
+            unsaid = [o for o in olds if not stated(o)]
             kinds = {shape(text[a:b]) for a, b in olds if (a, b) not in unsaid}
             turned = [o for o in unsaid if shape(text[o[0] : o[1]]) in kinds]
             news, olds = sorted(news + turned), [o for o in olds if o not in turned]
